@@ -1,0 +1,232 @@
+package jsonrpc
+
+// A small, allocation-free JSON syntax scanner. It validates exactly what
+// encoding/json's Valid accepts (the fuzz target FuzzScannerMatchesValid holds
+// it to that) and reports where each value starts and ends, so the envelope
+// decoder can slice id, method and params out of the line without copying.
+
+// maxDepth matches encoding/json's nesting limit, so a line that json.Valid
+// rejects for depth is rejected here too.
+const maxDepth = 10000
+
+type scanError struct {
+	off    int
+	reason string
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// scanValue validates the JSON value starting at b[i] (no leading space) and
+// returns the offset just past it.
+func scanValue(b []byte, i, depth int) (int, *scanError) {
+	if i >= len(b) {
+		return i, &scanError{i, "unexpected end of input"}
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, _, err := scanString(b, i)
+		return end, err
+	case c == '{':
+		return scanObject(b, i, depth+1)
+	case c == '[':
+		return scanArray(b, i, depth+1)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return scanNumber(b, i)
+	case c == 't':
+		return scanLiteral(b, i, "true")
+	case c == 'f':
+		return scanLiteral(b, i, "false")
+	case c == 'n':
+		return scanLiteral(b, i, "null")
+	default:
+		return i, &scanError{i, "invalid character " + quoteByte(c) + " looking for beginning of value"}
+	}
+}
+
+func scanLiteral(b []byte, i int, lit string) (int, *scanError) {
+	for j := 0; j < len(lit); j++ {
+		if i+j >= len(b) {
+			return i + j, &scanError{i + j, "unexpected end of input in literal " + lit}
+		}
+		if b[i+j] != lit[j] {
+			return i + j, &scanError{i + j, "invalid character " + quoteByte(b[i+j]) + " in literal " + lit}
+		}
+	}
+	return i + len(lit), nil
+}
+
+// scanString validates a string token starting at the opening quote and
+// returns the offset past the closing quote and whether it holds escapes.
+func scanString(b []byte, i int) (int, bool, *scanError) {
+	escaped := false
+	i++ // opening quote
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, escaped, nil
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				return i, escaped, &scanError{i, "unexpected end of input in string escape"}
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if len(b)-i < 6 {
+					return i, escaped, &scanError{i, "unexpected end of input in \\u escape"}
+				}
+				for _, h := range b[i+2 : i+6] {
+					if !isHex(h) {
+						return i, escaped, &scanError{i, "invalid character in \\u escape"}
+					}
+				}
+				i += 6
+			default:
+				return i, escaped, &scanError{i, "invalid escape character " + quoteByte(b[i+1])}
+			}
+		case c < 0x20:
+			return i, escaped, &scanError{i, "invalid control character in string"}
+		default:
+			i++
+		}
+	}
+	return i, escaped, &scanError{i, "unexpected end of input in string"}
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// scanNumber validates -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func scanNumber(b []byte, i int) (int, *scanError) {
+	start := i
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	default:
+		return start, &scanError{i, "invalid number"}
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return start, &scanError{i, "invalid number: digit expected after decimal point"}
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return start, &scanError{i, "invalid number: digit expected in exponent"}
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	return i, nil
+}
+
+func scanObject(b []byte, i, depth int) (int, *scanError) {
+	if depth > maxDepth {
+		return i, &scanError{i, "exceeded max nesting depth"}
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, &scanError{i, "object key expected"}
+		}
+		var err *scanError
+		if i, _, err = scanString(b, i); err != nil {
+			return i, err
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return i, &scanError{i, "':' expected after object key"}
+		}
+		i = skipSpace(b, i+1)
+		if i, err = scanValue(b, i, depth); err != nil {
+			return i, err
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, &scanError{i, "unexpected end of input in object"}
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return i, &scanError{i, "',' or '}' expected in object"}
+		}
+	}
+}
+
+func scanArray(b []byte, i, depth int) (int, *scanError) {
+	if depth > maxDepth {
+		return i, &scanError{i, "exceeded max nesting depth"}
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		var err *scanError
+		if i, err = scanValue(b, i, depth); err != nil {
+			return i, err
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, &scanError{i, "unexpected end of input in array"}
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return i + 1, nil
+		default:
+			return i, &scanError{i, "',' or ']' expected in array"}
+		}
+	}
+}
+
+// Valid reports whether b is exactly one JSON value, optionally surrounded by
+// white space. It agrees with encoding/json.Valid and does not allocate.
+func Valid(b []byte) bool {
+	i := skipSpace(b, 0)
+	end, err := scanValue(b, i, 0)
+	return err == nil && skipSpace(b, end) == len(b)
+}
+
+func quoteByte(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return "'" + string(rune(c)) + "'"
+	}
+	const hex = "0123456789abcdef"
+	return "0x" + string([]byte{hex[c>>4], hex[c&15]})
+}

@@ -1,0 +1,200 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+)
+
+// maxAbandoned bounds the ids of abandoned calls remembered to tell a late
+// response from an unknown one.
+const maxAbandoned = 4096
+
+// Call sends a request to the peer and waits for its response. The result
+// is returned raw; an error response is returned as a *jsonrpc.Error. When ctx
+// ends first, Call forgets the id, sends Options.OutboundCancel (if set)
+// without waiting for it to be written, and returns ctx's error at once; a
+// response that arrives later is dropped and counted as late. When the
+// connection ends first the error matches ErrConnectionLost.
+func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	msg, id, err := c.encodeCall(method, params)
+	if err != nil {
+		return nil, err
+	}
+	pc := &pendingCall{ch: make(chan callResult, 1)}
+	key := string(id)
+	c.mu.Lock()
+	if c.stopping {
+		c.mu.Unlock()
+		return nil, ErrConnectionLost
+	}
+	c.pending[key] = pc
+	c.mu.Unlock()
+
+	if err := c.out.Send(msg); err != nil {
+		c.dropPending(key)
+		return nil, &lostError{err}
+	}
+	select {
+	case r := <-pc.ch:
+		return r.result, r.err
+	case <-ctx.Done():
+		if c.abandon(key) {
+			c.sendCancel(id)
+		}
+		return nil, context.Cause(ctx)
+	}
+}
+
+type lostError struct{ err error }
+
+func (e *lostError) Error() string { return "rpc: connection lost: " + e.err.Error() }
+func (e *lostError) Unwrap() []error {
+	return []error{ErrConnectionLost, e.err}
+}
+
+func (c *Conn) encodeCall(method string, params any) (msg, id []byte, err error) {
+	n := c.nextID.Add(1)
+	msg = make([]byte, 0, 96)
+	msg = append(msg, jsonrpc.PrefixID...)
+	start := len(msg)
+	msg = strconv.AppendInt(msg, n, 10)
+	id = msg[start:len(msg):len(msg)]
+	msg = append(msg, jsonrpc.MidMethod...)
+	msg = jsonrpc.AppendString(msg, method)
+	if params != nil {
+		raw, err := jsonrpc.RawValue(params)
+		if err != nil {
+			return nil, nil, err
+		}
+		msg = append(msg, jsonrpc.MidParams...)
+		msg = append(msg, raw...)
+	}
+	return append(msg, '}'), id, nil
+}
+
+func (c *Conn) dropPending(key string) {
+	c.mu.Lock()
+	delete(c.pending, key)
+	c.mu.Unlock()
+}
+
+// abandon forgets a call whose caller gave up; it reports false when the
+// response or the end of the connection got there first.
+func (c *Conn) abandon(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[key]; !ok {
+		return false
+	}
+	delete(c.pending, key)
+	if c.abandoned == nil || len(c.abandoned) >= maxAbandoned {
+		c.abandoned = make(map[string]struct{})
+	}
+	c.abandoned[key] = struct{}{}
+	return true
+}
+
+// sendCancel tells the peer about an abandoned call without making the
+// caller wait for room in the output queue (K2).
+func (c *Conn) sendCancel(id []byte) {
+	cm := c.opts.OutboundCancel
+	if cm == nil {
+		return
+	}
+	msg := make([]byte, 0, 96)
+	msg = append(msg, jsonrpc.PrefixMethod...)
+	msg = jsonrpc.AppendString(msg, cm.Method)
+	msg = append(msg, `,"params":{"requestId":`...)
+	msg = append(msg, id...)
+	msg = append(msg, "}}"...)
+	go func() { _ = c.out.Send(msg) }()
+}
+
+// deliver hands a response to its waiting call.
+func (c *Conn) deliver(msg *jsonrpc.Message, line []byte) {
+	key := bytesString(msg.ID)
+	c.mu.Lock()
+	pc := c.pending[key]
+	late := false
+	if pc != nil {
+		delete(c.pending, key)
+	} else if _, late = c.abandoned[key]; late {
+		delete(c.abandoned, key)
+	}
+	c.mu.Unlock()
+	if pc == nil {
+		kind := ViolationUnknownResponse
+		if late {
+			kind = ViolationLateResponse
+		}
+		c.violation(kind, line, nil)
+		return
+	}
+	if msg.Kind == jsonrpc.KindError {
+		e, err := jsonrpc.ParseError(msg.Error)
+		if err != nil {
+			e = jsonrpc.NewError(jsonrpc.CodeInternalError, "malformed error response", nil)
+		}
+		pc.ch <- callResult{err: e}
+		return
+	}
+	pc.ch <- callResult{result: json.RawMessage(msg.Result[:len(msg.Result):len(msg.Result)])}
+}
+
+// Notify sends a notification to the peer. It waits for room in the output
+// queue (bounded memory) and fails once the connection is shutting down.
+func (c *Conn) Notify(ctx context.Context, method string, params any) error {
+	msg, err := encodeNotification(method, params)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.send(msg)
+}
+
+// Stats counts what a connection has seen.
+type Stats struct {
+	ParseErrors      int64 // lines that were not JSON
+	InvalidMessages  int64 // JSON that was not a valid message
+	TooLong          int64 // lines over MaxMessageBytes
+	UnknownResponses int64 // responses matching no call
+	LateResponses    int64 // responses to calls already abandoned
+	Panics           int64 // handler panics recovered
+	Cancelled        int64 // requests cancelled by the peer
+	Rejected         int64 // requests refused with BusyError
+	Promotions       int64 // inline handlers handed off to their own goroutine
+}
+
+type stats struct {
+	parse, invalid, tooLong, unknown, late atomic.Int64
+	panics, cancelled, busy, promotions    atomic.Int64
+}
+
+func (s *stats) count(k ViolationKind) {
+	switch k {
+	case ViolationParse:
+		s.parse.Add(1)
+	case ViolationInvalid:
+		s.invalid.Add(1)
+	case ViolationTooLong:
+		s.tooLong.Add(1)
+	case ViolationUnknownResponse:
+		s.unknown.Add(1)
+	case ViolationLateResponse:
+		s.late.Add(1)
+	}
+}
+
+func (s *stats) snapshot() Stats {
+	return Stats{
+		ParseErrors: s.parse.Load(), InvalidMessages: s.invalid.Load(), TooLong: s.tooLong.Load(),
+		UnknownResponses: s.unknown.Load(), LateResponses: s.late.Load(), Panics: s.panics.Load(),
+		Cancelled: s.cancelled.Load(), Rejected: s.busy.Load(), Promotions: s.promotions.Load(),
+	}
+}

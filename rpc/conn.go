@@ -1,0 +1,774 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentwire/agentwire/framing"
+	"github.com/agentwire/agentwire/jsonrpc"
+)
+
+// ErrConnectionLost is matched by the error of every call that cannot be
+// answered because the connection ended.
+var ErrConnectionLost = errors.New("rpc: connection lost")
+
+// ErrClosed is the cause handler contexts see after Close.
+var ErrClosed = errors.New("rpc: connection closed")
+
+// ErrEndOfStream is the cause handler contexts see when input ended and the
+// grace period ran out.
+var ErrEndOfStream = errors.New("rpc: input ended")
+
+// ErrCancelledByPeer is the cause of a handler context cancelled by a
+// cancellation notification.
+var ErrCancelledByPeer = errors.New("rpc: request cancelled by the peer")
+
+// Conn is one JSON-RPC 2.0 connection over a pair of byte streams. See the
+// package documentation for its concurrency, cancellation and shutdown model.
+type Conn struct {
+	opts    settings
+	handler Handler
+	r       io.Reader
+	in      *framing.LineReader
+	out     *framing.Output
+	decode  jsonrpc.DecodeOptions
+
+	base       context.Context
+	cancelBase context.CancelCauseFunc
+
+	slots chan struct{} // handler concurrency (SPEC C1)
+
+	// inline holds a positive token while the reading goroutine runs a
+	// handler itself; the promotion timer negates it to hand input to a
+	// new reader (see promote).
+	inline       atomic.Int64
+	inlineSeq    int64 // owned by the current reader
+	promoteAfter time.Duration
+	promoteTimer *time.Timer
+
+	// ordered is true while a barrier runs or the messages held behind it
+	// are being dispatched; the reader then appends to held (under mu)
+	// instead of dispatching.
+	ordered atomic.Bool
+
+	mu        sync.Mutex
+	inflight  map[jsonrpc.ID]*Request
+	held      []*Request    // admitted behind a running barrier, in receive order
+	heldRoom  chan struct{} // closed when held shrinks, for a reader waiting on a full queue
+	pending   map[string]*pendingCall // outbound calls by id
+	abandoned map[string]struct{}     // outbound calls given up, for late-response accounting
+	active    int                     // admitted handlers not yet finished
+	idle      chan struct{}           // closed when active drops to 0 after stopping
+	stopping  bool
+	closeCall bool // Close was called
+	cause     error
+
+	nextID atomic.Int64
+	stats  stats
+
+	done chan struct{}
+	err  error
+}
+
+
+type pendingCall struct {
+	ch chan callResult
+}
+
+type callResult struct {
+	result json.RawMessage
+	err    error
+}
+
+// New starts a connection that reads requests from r and writes replies to
+// w, serving them with h. If r or w has a Close (or CloseWrite) method the
+// connection uses it to end that stream when it stops. A nil handler answers
+// every request with -32601.
+func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
+	s := resolve(opts)
+	if h == nil {
+		h = Methods(nil)
+	}
+	c := &Conn{
+		opts:     s,
+		handler:  h,
+		r:        r,
+		in:       framing.NewLineReader(r, s.MaxMessageBytes),
+		out:      framing.NewOutput(w, &framing.OutputOptions{QueueLimit: s.OutputQueueBytes, WriteChunk: s.WriteChunkBytes}),
+		decode:   jsonrpc.DecodeOptions{AllowNullID: s.AllowNullID},
+		slots:    make(chan struct{}, s.MaxConcurrentRequests),
+		inflight: make(map[jsonrpc.ID]*Request),
+		pending:  make(map[string]*pendingCall),
+		done:     make(chan struct{}),
+	}
+	c.base, c.cancelBase = context.WithCancelCause(context.Background())
+	c.promoteAfter = s.InlineBudget
+	if c.promoteAfter < 0 {
+		c.promoteAfter = DefaultInlineBudget
+	}
+	c.promoteTimer = time.AfterFunc(time.Hour, c.promote)
+	c.promoteTimer.Stop()
+	go c.readLoop()
+	return c
+}
+
+// Done is closed when the connection has shut down.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Wait blocks until the connection has shut down and returns why: nil after
+// a clean end of input or Close, otherwise the transport error.
+func (c *Conn) Wait() error {
+	<-c.done
+	return c.err
+}
+
+// Close shuts the connection down without the end-of-stream grace (SPEC
+// C6): handler contexts are cancelled at once, handlers get ShutdownTimeout
+// to return, queued output is drained within the same bound, and both streams
+// are closed. It waits for all of that and returns Wait's result.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	c.closeCall = true
+	c.mu.Unlock()
+	c.stop(nil, false)
+	return c.Wait()
+}
+
+// Stats returns counters of what the connection has seen.
+func (c *Conn) Stats() Stats { return c.stats.snapshot() }
+
+// ----- reading -----
+
+// readLoop is the reading goroutine. There is one at a time: when a handler
+// it runs inline outlives InlineBudget, promote starts a successor and this
+// goroutine returns once its handler is done.
+func (c *Conn) readLoop() {
+	for {
+		if !c.in.HasLine() && c.out.Queued() {
+			// About to wait for input: write what inline handlers queued,
+			// so replies to a burst of requests leave in one write.
+			if !c.asReader(c.out.Flush) {
+				return
+			}
+		}
+		if c.out.Full() {
+			// The peer is not reading replies; stop reading requests
+			// until it does (SPEC C3).
+			if err := c.out.WaitRoom(); err != nil {
+				c.outputFailed(err)
+				return
+			}
+		}
+		line, err := c.in.ReadLine()
+		if err != nil {
+			if errors.Is(err, framing.ErrLineTooLong) {
+				c.violation(ViolationTooLong, nil, err)
+				c.replyBad(jsonrpc.NullID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+					"Invalid Request: message exceeds "+strconv.Itoa(c.opts.MaxMessageBytes)+" bytes",
+					map[string]any{"limit": c.opts.MaxMessageBytes}))
+				continue
+			}
+			c.inputEnded(err)
+			return
+		}
+		if isBlank(line) {
+			continue
+		}
+		if !c.handleLine(line) {
+			return // promoted: another goroutine reads now
+		}
+	}
+}
+
+func isBlank(line []byte) bool {
+	for _, b := range line {
+		if b != ' ' && b != '\t' && b != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// handleLine processes one line and reports whether the calling goroutine is
+// still the reader.
+func (c *Conn) handleLine(line []byte) bool {
+	// One copy per message: everything the request keeps (id, method,
+	// params, the result of a response) points into it, and nothing writes
+	// to it again.
+	own := bytes.Clone(line)
+	msg, err := jsonrpc.Decode(own, &c.decode)
+	if err != nil {
+		c.badMessage(own, err)
+		return true
+	}
+	switch msg.Kind {
+	case jsonrpc.KindResult, jsonrpc.KindError:
+		c.deliver(&msg, own)
+		return true
+	case jsonrpc.KindBatch:
+		c.handleBatch(own)
+		return true
+	case jsonrpc.KindNotification:
+		if cm := c.cancelMethod(&msg); cm != nil {
+			c.cancelRequest(&msg, cm)
+			return true
+		}
+	}
+	return c.dispatch(&msg, nil)
+}
+
+func (c *Conn) badMessage(line []byte, err error) {
+	var de *jsonrpc.DecodeError
+	if !errors.As(err, &de) {
+		return
+	}
+	kind := ViolationInvalid
+	if de.Code == jsonrpc.CodeParseError {
+		kind = ViolationParse
+	}
+	c.violation(kind, line, err)
+	if de.Response {
+		return // never answer a response, even a broken one
+	}
+	id := jsonrpc.NullID
+	if de.ID != nil {
+		id = jsonrpc.ID(de.ID)
+	}
+	msg := "Parse error"
+	if de.Code == jsonrpc.CodeInvalidRequest {
+		msg = "Invalid Request"
+	}
+	c.replyBad(id, &jsonrpc.Error{Code: de.Code, Message: msg + ": " + de.Reason})
+}
+
+// replyBad answers bad input. It waits for room like any other write (SPEC
+// C3), unless the connection is configured to stay quiet.
+func (c *Conn) replyBad(id jsonrpc.ID, e *jsonrpc.Error) {
+	if c.opts.QuietOnBadInput {
+		return
+	}
+	c.enqueue(jsonrpc.AppendErrorResponse(nil, id, e))
+}
+
+func (c *Conn) violation(kind ViolationKind, line []byte, err error) {
+	c.stats.count(kind)
+	c.opts.Logger.Debug("rpc: bad input", "kind", kind.String(), "error", err)
+	if c.opts.OnViolation != nil {
+		if len(line) > 256 {
+			line = line[:256]
+		}
+		c.opts.OnViolation(Violation{Kind: kind, Line: bytes.Clone(line), Err: err})
+	}
+}
+
+// ----- dispatch -----
+
+// dispatch admits one request or notification: it takes a handler slot,
+// registers the id, and runs the handler inline (or, inside a batch, on its
+// own goroutine). While a barrier runs, the request is registered and held
+// instead, to be dispatched in receive order once the barrier is done (SPEC
+// C2). It reports whether the calling goroutine is still the reader.
+func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
+	req := &Request{conn: c, batch: b}
+	if m, escaped := msg.MethodRaw(); escaped {
+		req.Method = msg.MethodName()
+	} else {
+		req.Method = bytesString(m)
+	}
+	if msg.Params != nil {
+		req.Params = msg.Params[:len(msg.Params):len(msg.Params)]
+	}
+	if msg.Kind == jsonrpc.KindRequest {
+		req.ID = jsonrpc.ID(bytesString(msg.ID))
+	}
+	if c.ordered.Load() && c.hold(req) {
+		return true
+	}
+	if !c.acquire(req) {
+		return true
+	}
+	if !c.register(req) {
+		<-c.slots
+		return true
+	}
+	barrier := c.opts.IsBarrier != nil && c.opts.IsBarrier(req.Method)
+	switch {
+	case barrier:
+		c.ordered.Store(true)
+		if b != nil {
+			c.run(req, false)
+			c.barrierDone()
+			return true
+		}
+		stillReader := c.runInline(req)
+		c.barrierDone()
+		return stillReader
+	case b != nil || c.opts.InlineBudget < 0:
+		c.goRun(req)
+		return true
+	default:
+		return c.runInline(req)
+	}
+}
+
+// register enters a request in the in-flight table (rejecting a duplicate
+// id) and gives it its context. It reports false when the request must not
+// run.
+func (c *Conn) register(req *Request) bool {
+	c.mu.Lock()
+	if c.stopping {
+		c.mu.Unlock()
+		c.unanswered(req)
+		return false
+	}
+	if req.ID != "" {
+		if _, dup := c.inflight[req.ID]; dup {
+			c.mu.Unlock()
+			c.answerDirect(req, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+				"Invalid Request: id %s is already in use by a request in flight", req.ID))
+			return false
+		}
+		c.inflight[req.ID] = req
+	}
+	c.active++
+	c.mu.Unlock()
+	req.ctx, req.cancel = context.WithCancelCause(c.base)
+	return true
+}
+
+// hold queues a request behind a running barrier. It reports false when the
+// barrier has finished meanwhile (dispatch normally). The queue is bounded:
+// a reader that finds it full waits, pausing input like a full set of slots.
+func (c *Conn) hold(req *Request) bool {
+	for {
+		c.mu.Lock()
+		if !c.ordered.Load() {
+			c.mu.Unlock()
+			return false
+		}
+		if len(c.held) < c.opts.MaxConcurrentRequests {
+			c.mu.Unlock()
+			break
+		}
+		if c.heldRoom == nil {
+			c.heldRoom = make(chan struct{})
+		}
+		room := c.heldRoom
+		c.mu.Unlock()
+		c.out.Flush()
+		select {
+		case <-room:
+		case <-c.base.Done():
+			c.unanswered(req)
+			return true
+		}
+	}
+	if !c.register(req) {
+		return true
+	}
+	c.mu.Lock()
+	c.held = append(c.held, req)
+	c.mu.Unlock()
+	return true
+}
+
+// barrierDone is called by the goroutine that ran a barrier, after its
+// response was queued. It dispatches what was held behind the barrier in
+// receive order; a held barrier runs right here before the next is looked at.
+func (c *Conn) barrierDone() {
+	for {
+		c.mu.Lock()
+		if len(c.held) == 0 {
+			c.held = nil
+			c.ordered.Store(false)
+			c.signalHeldRoomLocked()
+			c.mu.Unlock()
+			return
+		}
+		req := c.held[0]
+		c.held[0] = nil
+		c.held = c.held[1:]
+		c.signalHeldRoomLocked()
+		c.mu.Unlock()
+
+		if !c.acquire(req) {
+			req.cancel(nil)
+			c.forget(req)
+			c.exit()
+			continue
+		}
+		if c.opts.IsBarrier != nil && c.opts.IsBarrier(req.Method) {
+			c.run(req, false)
+			continue
+		}
+		c.goRun(req)
+	}
+}
+
+func (c *Conn) signalHeldRoomLocked() {
+	if c.heldRoom != nil {
+		close(c.heldRoom)
+		c.heldRoom = nil
+	}
+}
+
+// unanswered accounts for a request that will get no response: inside a
+// batch, the batch reply must not wait for it.
+func (c *Conn) unanswered(req *Request) {
+	if req.batch != nil && req.ID != "" {
+		req.batch.drop()
+	}
+}
+
+// acquire takes a handler slot. When none is free it either pauses until
+// one is (after flushing, so the replies that would free slots are not stuck
+// behind us) or, with RejectWhenBusy, answers a request at once.
+func (c *Conn) acquire(req *Request) bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if c.opts.RejectWhenBusy && req.ID != "" {
+		c.stats.busy.Add(1)
+		c.answerDirect(req, c.opts.busyError)
+		return false
+	}
+	c.out.Flush()
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-c.base.Done():
+		c.unanswered(req)
+		return false
+	}
+}
+
+func (c *Conn) goRun(req *Request) {
+	go c.run(req, false)
+}
+
+// runInline runs the handler on the reading goroutine. If it outlives
+// InlineBudget, promote hands input to a new goroutine and this one returns
+// false after finishing the request.
+func (c *Conn) runInline(req *Request) bool {
+	return c.asReader(func() { c.run(req, true) })
+}
+
+// asReader runs f, which may block, on the reading goroutine under the
+// promotion timer: if f takes longer than the inline budget, a new reader
+// takes over input and asReader returns false once f is done. Handlers run
+// this way, and so does the reader's own flush, so a peer that stops reading
+// our output cannot keep us from seeing its end of input.
+func (c *Conn) asReader(f func()) bool {
+	c.inlineSeq++
+	tok := c.inlineSeq
+	c.inline.Store(tok)
+	c.promoteTimer.Reset(c.promoteAfter)
+	f()
+	if c.inline.CompareAndSwap(tok, 0) {
+		c.promoteTimer.Stop()
+		return true
+	}
+	// Promoted while f ran. A response may have been queued without a
+	// flush; the new reader may already be waiting for input.
+	c.out.Flush()
+	return false
+}
+
+// promote runs on the timer's goroutine when an inline handler has used up
+// its budget: a new reader takes over input and the old one becomes an
+// ordinary handler goroutine (like the Go scheduler handing off a processor
+// from a blocked system call).
+func (c *Conn) promote() {
+	tok := c.inline.Load()
+	if tok <= 0 || !c.inline.CompareAndSwap(tok, -tok) {
+		return
+	}
+	c.stats.promotions.Add(1)
+	go c.readLoop()
+}
+
+// run calls the handler and answers. inline means the caller is (or was
+// when it started) the reader, which flushes before it next waits for input.
+func (c *Conn) run(req *Request, inline bool) {
+	defer func() {
+		<-c.slots
+		c.exit()
+	}()
+	result, err := c.call(req)
+	req.cancel(nil)
+	if req.ID == "" {
+		if err != nil {
+			c.opts.Logger.Debug("rpc: notification handler failed", "method", req.Method, "error", err)
+		}
+		c.forget(req)
+		return
+	}
+	c.answer(req, result, err, inline)
+}
+
+func (c *Conn) call(req *Request) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.stats.panics.Add(1)
+			c.opts.Logger.Error("rpc: handler panicked", "method", req.Method, "panic", p, "stack", string(debug.Stack()))
+			result = nil
+			err = &panicError{value: p}
+		}
+	}()
+	return c.handler.Handle(req.ctx, req)
+}
+
+type panicError struct{ value any }
+
+func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
+
+// errorObject turns a handler error into the error object of its response.
+func errorObject(req *Request, err error) *jsonrpc.Error {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return je
+	}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		return jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: "+pe.Error(),
+			map[string]any{"exception": fmt.Sprintf("%T", pe.value), "panic": true})
+	}
+	if req.ctx != nil && errors.Is(context.Cause(req.ctx), ErrCancelledByPeer) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, ErrCancelledByPeer)) {
+		return jsonrpc.NewError(jsonrpc.CodeRequestCancelled, "Request cancelled", nil)
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: "+err.Error(),
+		map[string]any{"exception": fmt.Sprintf("%T", err)})
+}
+
+// answer queues the response of a request unless the peer silenced it.
+func (c *Conn) answer(req *Request, result any, err error, inline bool) {
+	var raw []byte
+	var eobj *jsonrpc.Error
+	if err != nil {
+		eobj = errorObject(req, err)
+	} else if raw, err = jsonrpc.RawValue(result); err != nil {
+		c.opts.Logger.Error("rpc: handler result cannot be encoded", "method", req.Method, "error", err)
+		eobj = jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: result cannot be encoded: "+err.Error(),
+			map[string]any{"exception": fmt.Sprintf("%T", result)})
+	}
+	req.mu.Lock()
+	defer req.mu.Unlock()
+	c.forget(req)
+	if req.silenced {
+		c.unanswered(req)
+		return
+	}
+	req.answered = true
+	id := []byte(req.ID)
+	if req.batch != nil {
+		var m []byte
+		if eobj != nil {
+			m = jsonrpc.AppendErrorResponse(nil, req.ID, eobj)
+		} else {
+			m = append(append(append(append(append(m, jsonrpc.PrefixID...), id...), jsonrpc.MidResult...), raw...), '}')
+		}
+		req.batch.add(m)
+		return
+	}
+	var werr error
+	switch {
+	case eobj != nil:
+		werr = c.out.Send(jsonrpc.AppendErrorResponse(nil, req.ID, eobj))
+	case inline:
+		werr = c.out.Enqueue(jsonrpc.PrefixID, id, jsonrpc.MidResult, raw, jsonrpc.Suffix)
+	default:
+		werr = c.out.Send(jsonrpc.PrefixID, id, jsonrpc.MidResult, raw, jsonrpc.Suffix)
+	}
+	if werr != nil {
+		c.writeFailed(werr)
+	}
+}
+
+// answerDirect answers a request that never reached a handler.
+func (c *Conn) answerDirect(req *Request, e *jsonrpc.Error) {
+	if req.ID == "" {
+		return
+	}
+	m := jsonrpc.AppendErrorResponse(nil, req.ID, e)
+	if req.batch != nil {
+		req.batch.add(m)
+		return
+	}
+	c.enqueue(m)
+}
+
+func (c *Conn) enqueue(m []byte) {
+	if err := c.out.Send(m); err != nil {
+		c.writeFailed(err)
+	}
+}
+
+func (c *Conn) send(m []byte) error {
+	if err := c.out.Send(m); err != nil {
+		c.writeFailed(err)
+		return err
+	}
+	return nil
+}
+
+// forget removes a finished or silenced request from the in-flight table.
+func (c *Conn) forget(req *Request) {
+	if req.ID == "" {
+		return
+	}
+	c.mu.Lock()
+	if c.inflight[req.ID] == req {
+		delete(c.inflight, req.ID)
+	}
+	c.mu.Unlock()
+}
+
+// ----- cancellation in (SPEC C8) -----
+
+func (c *Conn) cancelMethod(msg *jsonrpc.Message) *CancelMethod {
+	m, _ := msg.MethodRaw()
+	for i := range c.opts.Cancel {
+		if string(m) == c.opts.Cancel[i].Method {
+			return &c.opts.Cancel[i]
+		}
+	}
+	return nil
+}
+
+func (c *Conn) cancelRequest(msg *jsonrpc.Message, cm *CancelMethod) {
+	var p struct {
+		RequestID jsonrpc.ID `json:"requestId"`
+	}
+	if msg.Params == nil || json.Unmarshal(msg.Params, &p) != nil || p.RequestID == "" {
+		c.opts.Logger.Debug("rpc: cancellation without a usable requestId", "method", cm.Method)
+		return
+	}
+	c.mu.Lock()
+	req := c.inflight[p.RequestID]
+	if req != nil && cm.Silence {
+		// The peer has forgotten the id; it may reuse it at once.
+		delete(c.inflight, p.RequestID)
+	}
+	c.mu.Unlock()
+	if req == nil {
+		return // unknown or finished: ignored silently
+	}
+	if cm.Silence {
+		req.mu.Lock()
+		req.silenced = true
+		req.mu.Unlock()
+	}
+	c.stats.cancelled.Add(1)
+	req.cancel(ErrCancelledByPeer)
+}
+
+// ----- batches (SPEC W6) -----
+
+type batch struct {
+	c     *Conn
+	mu    sync.Mutex
+	count int // requests not yet answered, plus one while dispatching
+	buf   []byte
+}
+
+func (b *batch) add(m []byte) {
+	b.mu.Lock()
+	if len(b.buf) == 0 {
+		b.buf = append(b.buf, '[')
+	} else {
+		b.buf = append(b.buf, ',')
+	}
+	b.buf = append(b.buf, m...)
+	b.count--
+	b.finishLocked()
+}
+
+func (b *batch) finishLocked() {
+	if b.count > 0 {
+		b.mu.Unlock()
+		return
+	}
+	out := b.buf
+	b.buf = nil
+	b.mu.Unlock()
+	if len(out) > 0 {
+		b.c.enqueue(append(out, ']'))
+	}
+}
+
+// answered counts a request of the batch that will not produce an entry.
+func (b *batch) drop() {
+	b.mu.Lock()
+	b.count--
+	b.finishLocked()
+}
+
+func (c *Conn) handleBatch(line []byte) {
+	if c.opts.RejectBatches {
+		c.replyBad(jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported"))
+		return
+	}
+	n := jsonrpc.Batch(line, nil)
+	switch {
+	case n == 0:
+		c.replyBad(jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Invalid Request: empty batch"))
+		return
+	case n > c.opts.MaxBatchLength:
+		c.replyBad(jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+			"Invalid Request: batch of %d elements exceeds the limit of %d", n, c.opts.MaxBatchLength))
+		return
+	}
+	b := &batch{c: c, count: 1}
+	jsonrpc.Batch(line, func(elem []byte) {
+		msg, err := jsonrpc.Decode(elem, &c.decode)
+		if err == nil && msg.Kind == jsonrpc.KindBatch {
+			err = &jsonrpc.DecodeError{Code: jsonrpc.CodeInvalidRequest, Reason: "a batch may not contain a batch"}
+		}
+		if err != nil {
+			var de *jsonrpc.DecodeError
+			errors.As(err, &de)
+			c.violation(ViolationInvalid, elem, err)
+			if de == nil || de.Response || c.opts.QuietOnBadInput {
+				return
+			}
+			id := jsonrpc.NullID
+			if de.ID != nil {
+				id = jsonrpc.ID(de.ID)
+			}
+			b.mu.Lock()
+			b.count++
+			b.mu.Unlock()
+			b.add(jsonrpc.AppendErrorResponse(nil, id, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + de.Reason}))
+			return
+		}
+		switch msg.Kind {
+		case jsonrpc.KindResult, jsonrpc.KindError:
+			c.deliver(&msg, elem)
+			return
+		case jsonrpc.KindNotification:
+			if cm := c.cancelMethod(&msg); cm != nil {
+				c.cancelRequest(&msg, cm)
+				return
+			}
+			c.dispatch(&msg, b)
+			return
+		}
+		b.mu.Lock()
+		b.count++
+		b.mu.Unlock()
+		c.dispatch(&msg, b)
+	})
+	b.drop() // the dispatching guard
+}

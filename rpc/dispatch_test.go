@@ -1,0 +1,410 @@
+package rpc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+func req(id any, method, params string) string {
+	s := fmt.Sprintf(`{"jsonrpc":"2.0","id":%v,"method":%q`, id, method)
+	if params != "" {
+		s += `,"params":` + params
+	}
+	return s + "}"
+}
+
+// Handlers run concurrently and answer out of order (SPEC C1): two sleeps
+// of 300 ms and 100 ms sent together finish at 100 and 300 ms, not 400.
+func TestConcurrentRequestsAnswerOutOfOrder(t *testing.T) {
+	runWire(t, nil, nil, func(w *wire) {
+		start := time.Now()
+		w.send(req(1, "sleep", `{"ms":300}`), req(2, "sleep", `{"ms":100}`))
+		w.sleep(100 * time.Millisecond)
+		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":2,"result":{"slept":100}}`}) {
+			t.Fatalf("at %v got %q", time.Since(start), got)
+		}
+		w.sleep(200 * time.Millisecond)
+		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":{"slept":300}}`}) {
+			t.Fatalf("at %v got %q", time.Since(start), got)
+		}
+	})
+}
+
+// A duplicate id of a request still in flight gets -32600 and the first
+// request is unaffected (SPEC W5).
+func TestDuplicateInFlightID(t *testing.T) {
+	runWire(t, nil, nil, func(w *wire) {
+		w.send(req(1, "sleep", `{"ms":50}`))
+		got := w.exchange(req(1, "echo", `[2]`))
+		if len(got) != 1 || errCode(t, got[0]) != jsonrpc.CodeInvalidRequest || field(t, got[0], "id") != "1" {
+			t.Fatalf("duplicate got %q", got)
+		}
+		w.sleep(50 * time.Millisecond)
+		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":{"slept":50}}`}) {
+			t.Fatalf("first request got %q", got)
+		}
+		// Once answered, the id may be used again.
+		if got := w.exchange(req(1, "echo", `[3]`)); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":[3]}`}) {
+			t.Fatalf("reused id got %q", got)
+		}
+	})
+}
+
+// Notifications a handler sends reach the wire before its response, in the
+// order it sent them (SPEC W8).
+func TestHandlerNotificationsPrecedeResponse(t *testing.T) {
+	runWire(t, nil, nil, func(w *wire) {
+		w.send(req(1, "notify", `{"count":5}`))
+		got := w.take()
+		want := []string{}
+		for i := 1; i <= 5; i++ {
+			want = append(want, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notify/tick","params":{"i":%d}}`, i))
+		}
+		want = append(want, `{"jsonrpc":"2.0","id":1,"result":{"sent":5}}`)
+		if !slices.Equal(got, want) {
+			t.Fatalf("got %q\nwant %q", got, want)
+		}
+	})
+}
+
+// A panicking handler is answered with -32603 naming the panic's type, and
+// the connection keeps serving (SPEC C10, W3).
+func TestPanicIsAnswered(t *testing.T) {
+	runWire(t, nil, nil, func(w *wire) {
+		got := w.exchange(req(1, "panic", ""))
+		if len(got) != 1 || errCode(t, got[0]) != jsonrpc.CodeInternalError {
+			t.Fatalf("got %q", got)
+		}
+		if !strings.Contains(got[0], `"data":{"exception":"*errors.errorString","panic":true}`) {
+			t.Errorf("panic reply lacks data.exception: %s", got[0])
+		}
+		if n := w.conn.Stats().Panics; n != 1 {
+			t.Errorf("Stats.Panics = %d", n)
+		}
+		if got := w.exchange(req(2, "echo", `[1]`)); len(got) != 1 || errCode(t, got[0]) != 0 {
+			t.Fatalf("after panic got %q", got)
+		}
+	})
+}
+
+// A handler's plain error is -32603 with data.exception naming its Go type.
+func TestHandlerErrorNamesItsType(t *testing.T) {
+	h := rpc.Methods{"boom": func(context.Context, *rpc.Request) (any, error) {
+		return nil, fmt.Errorf("wrapped: %w", errors.New("boom"))
+	}}
+	runWire(t, h, nil, func(w *wire) {
+		got := w.exchange(req(1, "boom", ""))
+		want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error: wrapped: boom","data":{"exception":"*fmt.wrapError"}}}`
+		if !slices.Equal(got, []string{want}) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// A result json.Marshal cannot encode is an error reply, not a broken line.
+func TestUnencodableResult(t *testing.T) {
+	h := rpc.Methods{
+		"chan": func(context.Context, *rpc.Request) (any, error) { return make(chan int), nil },
+		"raw":  func(context.Context, *rpc.Request) (any, error) { return json.RawMessage("{\n\"a\" :\n1}"), nil },
+		"bad":  func(context.Context, *rpc.Request) (any, error) { return json.RawMessage("{"), nil },
+	}
+	runWire(t, h, nil, func(w *wire) {
+		got := w.exchange(req(1, "chan", ""), req(2, "raw", ""), req(3, "bad", ""))
+		if len(got) != 3 || errCode(t, got[0]) != jsonrpc.CodeInternalError || errCode(t, got[2]) != jsonrpc.CodeInternalError {
+			t.Fatalf("got %q", got)
+		}
+		if got[1] != `{"jsonrpc":"2.0","id":2,"result":{"a":1}}` {
+			t.Errorf("raw result with newlines was not compacted: %q", got[1])
+		}
+	})
+}
+
+// Cancellation in (SPEC C8): notifications/cancelled cancels the handler and
+// silences it; nothing more is written for that request.
+func TestCancelSilencesRequest(t *testing.T) {
+	for _, form := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`,
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}`, // echo silences both
+	} {
+		t.Run(strings.Split(form, `"`)[7], func(t *testing.T) {
+			runWire(t, nil, nil, func(w *wire) {
+				w.send(req(7, "sleep", `{"ms":10000}`))
+				w.sleep(time.Millisecond) // the handler is running
+				w.send(form)
+				w.sleep(20 * time.Second)
+				if got := w.take(); len(got) != 0 {
+					t.Fatalf("cancelled request was answered: %q", got)
+				}
+				if n := w.conn.Stats().Cancelled; n != 1 {
+					t.Errorf("Stats.Cancelled = %d", n)
+				}
+				// The id is free again at once.
+				if got := w.exchange(req(7, "echo", `[1]`)); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":7,"result":[1]}`}) {
+					t.Fatalf("reused id got %q", got)
+				}
+			})
+		})
+	}
+}
+
+// A cancel that arrives right behind its request, before the handler looks
+// at its context, still cancels it; unknown and finished ids are ignored.
+func TestCancelBeforeHandlerRunsAndUnknownIDs(t *testing.T) {
+	var sawCancel atomic.Bool
+	h := rpc.Methods{"wait": func(ctx context.Context, r *rpc.Request) (any, error) {
+		<-ctx.Done()
+		sawCancel.Store(errors.Is(context.Cause(ctx), rpc.ErrCancelledByPeer))
+		if err := r.Notify("late", nil); !errors.Is(err, rpc.ErrRequestSilenced) {
+			t.Errorf("Notify after cancel = %v, want ErrRequestSilenced", err)
+		}
+		return "too late", nil
+	}}
+	runWire(t, h, nil, func(w *wire) {
+		got := w.exchange(req(1, "wait", ""),
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nobody"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}`,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled"}`)
+		if len(got) != 0 {
+			t.Fatalf("got %q", got)
+		}
+		if !sawCancel.Load() {
+			t.Fatal("handler context was not cancelled by the peer")
+		}
+	})
+}
+
+// With a non-silencing cancel (ACP's $/cancel_request by default) the
+// request is still answered exactly once: -32800 when the handler returns
+// its context's error.
+func TestNonSilencingCancelStillAnswers(t *testing.T) {
+	h := rpc.Methods{"wait": func(ctx context.Context, _ *rpc.Request) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	runWire(t, h, nil, func(w *wire) {
+		got := w.exchange(req(1, "wait", ""), `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+		want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32800,"message":"Request cancelled"}}`
+		if !slices.Equal(got, []string{want}) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// Barriers (SPEC C2): a later request is not dispatched until the barrier's
+// handler has finished, while other requests already running go on, and the
+// reader still delivers responses to the barrier's own calls.
+func TestBarrierOrdersLaterMessages(t *testing.T) {
+	var order []string
+	var initDone atomic.Bool
+	h := rpc.Methods{
+		"init": func(ctx context.Context, r *rpc.Request) (any, error) {
+			// A call back to the peer: its response must be read even
+			// though later requests are held.
+			res, err := r.Conn().Call(ctx, "client/ask", nil)
+			if err != nil {
+				return nil, err
+			}
+			order = append(order, "init")
+			initDone.Store(true)
+			return res, nil
+		},
+		"work": func(context.Context, *rpc.Request) (any, error) {
+			if !initDone.Load() {
+				t.Error("work dispatched before the barrier finished")
+			}
+			order = append(order, "work")
+			return "done", nil
+		},
+		"sleep": func(ctx context.Context, r *rpc.Request) (any, error) {
+			time.Sleep(time.Second)
+			return "slept", nil
+		},
+	}
+	opts := &rpc.Options{IsBarrier: func(m string) bool { return m == "init" }}
+	runWire(t, h, opts, func(w *wire) {
+		w.send(req(1, "sleep", ""), req(2, "init", ""), req(3, "work", ""))
+		got := w.take()
+		if len(got) != 1 || !strings.Contains(got[0], `"method":"client/ask"`) {
+			t.Fatalf("want the barrier's call to the client, got %q", got)
+		}
+		id := field(t, got[0], "id")
+		w.send(`{"jsonrpc":"2.0","id":` + id + `,"result":"yes"}`)
+		got = w.take()
+		want := []string{`{"jsonrpc":"2.0","id":2,"result":"yes"}`, `{"jsonrpc":"2.0","id":3,"result":"done"}`}
+		if !slices.Equal(got, want) {
+			t.Fatalf("got %q want %q", got, want)
+		}
+		w.sleep(time.Second)
+		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":"slept"}`}) {
+			t.Fatalf("the earlier request got %q", got)
+		}
+		if !slices.Equal(order, []string{"init", "work"}) {
+			t.Errorf("order %q", order)
+		}
+	})
+}
+
+// RejectWhenBusy answers excess work at once with the busy error (SPEC C1,
+// A4) and the connection keeps serving.
+func TestRejectWhenBusy(t *testing.T) {
+	runWire(t, nil, &rpc.Options{MaxConcurrentRequests: 2, RejectWhenBusy: true}, func(w *wire) {
+		got := w.exchange(req(1, "sleep", `{"ms":100}`), req(2, "sleep", `{"ms":100}`), req(3, "sleep", `{"ms":100}`))
+		want := `{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"server busy: too many requests in flight","data":{"limit":2,"reason":"connection_busy"}}}`
+		if !slices.Equal(got, []string{want}) {
+			t.Fatalf("got %q", got)
+		}
+		w.sleep(100 * time.Millisecond)
+		if got := w.take(); len(got) != 2 {
+			t.Fatalf("the admitted requests got %q", got)
+		}
+		if n := w.conn.Stats().Rejected; n != 1 {
+			t.Errorf("Stats.Rejected = %d", n)
+		}
+	})
+}
+
+// Without RejectWhenBusy, a full set of slots pauses reading: the request
+// that found no slot waits, and the line after it is not even read.
+func TestBusyPausesReading(t *testing.T) {
+	runWire(t, nil, &rpc.Options{MaxConcurrentRequests: 2}, func(w *wire) {
+		w.send(req(1, "sleep", `{"ms":100}`), req(2, "sleep", `{"ms":100}`), req(3, "echo", `[3]`))
+		var fourthRead atomic.Bool
+		go func() {
+			w.send(req(4, "echo", `[4]`))
+			fourthRead.Store(true)
+		}()
+		w.settle()
+		if fourthRead.Load() {
+			t.Fatal("the server kept reading with every slot taken")
+		}
+		if got := w.take(); len(got) != 0 {
+			t.Fatalf("got %q while all slots were taken", got)
+		}
+		w.sleep(100 * time.Millisecond)
+		if !fourthRead.Load() {
+			t.Fatal("reading did not resume when slots freed")
+		}
+		if got := w.take(); len(got) != 4 {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// Calls in the other direction, with a late response counted (K2-style
+// bookkeeping on the server side too) and an unknown one reported.
+func TestCallToPeerAndLateResponses(t *testing.T) {
+	var violations []rpc.ViolationKind
+	h := rpc.Methods{"ask": func(ctx context.Context, r *rpc.Request) (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := r.Conn().Call(ctx, "client/slow", map[string]int{"n": 1})
+		return nil, err
+	}}
+	opts := &rpc.Options{
+		OutboundCancel: &rpc.MCPCancel,
+		OnViolation:    func(v rpc.Violation) { violations = append(violations, v.Kind) },
+	}
+	runWire(t, h, opts, func(w *wire) {
+		got := w.exchange(req(1, "ask", ""))
+		if len(got) != 1 || !strings.Contains(got[0], `"method":"client/slow","params":{"n":1}`) {
+			t.Fatalf("got %q", got)
+		}
+		id := field(t, got[0], "id")
+		w.sleep(time.Second)
+		got = w.take()
+		if len(got) != 2 || !strings.Contains(got[0], `"method":"notifications/cancelled","params":{"requestId":`+id+`}`) &&
+			!strings.Contains(got[1], `"method":"notifications/cancelled","params":{"requestId":`+id+`}`) {
+			t.Fatalf("want a cancel for %s and the handler's error, got %q", id, got)
+		}
+		w.send(`{"jsonrpc":"2.0","id":`+id+`,"result":"late"}`, `{"jsonrpc":"2.0","id":4242,"result":"who"}`)
+		w.settle()
+		s := w.conn.Stats()
+		if s.LateResponses != 1 || s.UnknownResponses != 1 {
+			t.Errorf("stats %+v", s)
+		}
+		if !slices.Equal(violations, []rpc.ViolationKind{rpc.ViolationLateResponse, rpc.ViolationUnknownResponse}) {
+			t.Errorf("violations %v", violations)
+		}
+	})
+}
+
+// Every bad line is counted and reported to OnViolation.
+func TestViolationsAreCounted(t *testing.T) {
+	var kinds []string
+	opts := &rpc.Options{MaxMessageBytes: 64, OnViolation: func(v rpc.Violation) { kinds = append(kinds, v.Kind.String()) }}
+	runWire(t, nil, opts, func(w *wire) {
+		w.exchange("nope", `{"a":1}`, `{"jsonrpc":"2.0","id":1,"method":"echo","params":"`+strings.Repeat("x", 100)+`"}`)
+		s := w.conn.Stats()
+		if s.ParseErrors != 1 || s.InvalidMessages != 1 || s.TooLong != 1 {
+			t.Errorf("stats %+v", s)
+		}
+		if !slices.Equal(kinds, []string{"parse", "invalid", "too_long"}) {
+			t.Errorf("violations %q", kinds)
+		}
+	})
+}
+
+// A quiet connection (the client side) never answers bad input.
+func TestQuietOnBadInput(t *testing.T) {
+	runWire(t, nil, &rpc.Options{QuietOnBadInput: true}, func(w *wire) {
+		if got := w.exchange("nope", `{"a":1}`, `[]`, `[1]`); len(got) != 0 {
+			t.Fatalf("quiet connection answered %q", got)
+		}
+	})
+}
+
+// RejectBatches (MCP >= 2025-06-18, ACP) answers an array with a single
+// -32600 and runs nothing in it.
+func TestRejectBatches(t *testing.T) {
+	runWire(t, nil, &rpc.Options{RejectBatches: true}, func(w *wire) {
+		got := w.exchange(`[` + req(1, "echo", "[1]") + `,` + req(2, "echo", "[2]") + `]`)
+		want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported"}}`
+		if !slices.Equal(got, []string{want}) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// AllowNullID admits plain JSON-RPC requests with id null.
+func TestAllowNullID(t *testing.T) {
+	runWire(t, nil, &rpc.Options{AllowNullID: true}, func(w *wire) {
+		got := w.exchange(`{"jsonrpc":"2.0","id":null,"method":"echo","params":[1]}`)
+		if !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":null,"result":[1]}`}) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// A batch longer than MaxBatchLength is refused whole, so one line cannot
+// make an unbounded reply.
+func TestBatchTooLong(t *testing.T) {
+	runWire(t, nil, &rpc.Options{MaxBatchLength: 3}, func(w *wire) {
+		got := w.exchange(`[1,2,3,4]`)
+		if len(got) != 1 || errCode(t, got[0]) != jsonrpc.CodeInvalidRequest || field(t, got[0], "id") != "null" {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// With a negative InlineBudget every handler gets its own goroutine; the
+// wire behaviour is the same.
+func TestNoInlineDispatch(t *testing.T) {
+	runWire(t, nil, &rpc.Options{InlineBudget: -1}, func(w *wire) {
+		got := w.exchange(req(1, "echo", "[1]"), req(2, "notify", `{"count":1}`))
+		want := []string{`{"jsonrpc":"2.0","id":1,"result":[1]}`, `{"jsonrpc":"2.0","id":2,"result":{"sent":1}}`, `{"jsonrpc":"2.0","method":"notify/tick","params":{"i":1}}`}
+		if !slices.Equal(got, want) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}

@@ -1,0 +1,154 @@
+package rpc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/agentwire/agentwire/framing"
+)
+
+// The connection's life has three phases, driven by stop:
+//
+//	running  --input EOF-->  grace (EndOfStreamTimeout): admitted handlers
+//	                         finish and answer; then handler contexts are
+//	                         cancelled
+//	running  --Close, read error, write error-->  straight to cancelling
+//	cancelling (ShutdownTimeout): handlers get one bound to return;
+//	                         then queued output is drained (each write must
+//	                         progress within ShutdownTimeout, the whole linger
+//	                         stays within grace + shutdown) and the streams close
+//	done: Done is closed, Wait returns.
+
+// exit is called when an admitted handler is done (or will never run).
+func (c *Conn) exit() {
+	c.mu.Lock()
+	c.active--
+	if c.active == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
+	c.mu.Unlock()
+}
+
+// inputEnded is called by the reader when ReadLine fails.
+func (c *Conn) inputEnded(err error) {
+	c.mu.Lock()
+	closing := c.closeCall || c.stopping
+	c.mu.Unlock()
+	switch {
+	case errors.Is(err, io.EOF):
+		c.stop(nil, true)
+	case closing:
+		c.stop(nil, false) // our own Close interrupted the read
+	default:
+		c.stop(fmt.Errorf("rpc: reading input: %w", err), false)
+	}
+}
+
+// outputFailed is called when output can no longer be written: the reply
+// stream is gone, so the connection stops without grace (SPEC C6).
+func (c *Conn) outputFailed(err error) {
+	c.stop(fmt.Errorf("rpc: writing output: %w", err), false)
+}
+
+// writeFailed reacts to a failed queue operation: ErrOutputClosed during our
+// own shutdown is expected; anything else is a transport fault.
+func (c *Conn) writeFailed(err error) {
+	c.mu.Lock()
+	stopping := c.stopping
+	c.mu.Unlock()
+	if stopping && errors.Is(err, framing.ErrOutputClosed) {
+		return
+	}
+	if cause := c.out.Err(); cause != nil {
+		err = cause
+	}
+	c.outputFailed(err)
+}
+
+// stop starts shutdown once. cause is nil for a clean end; graceful gives
+// admitted handlers the end-of-stream grace first.
+func (c *Conn) stop(cause error, graceful bool) {
+	c.mu.Lock()
+	if c.stopping {
+		c.mu.Unlock()
+		return
+	}
+	c.stopping = true
+	c.cause = cause
+	idle := make(chan struct{})
+	if c.active == 0 {
+		close(idle)
+	} else {
+		c.idle = idle
+	}
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+
+	lost := ErrConnectionLost
+	if cause != nil {
+		lost = fmt.Errorf("%w: %w", ErrConnectionLost, cause)
+	}
+	for _, pc := range pending {
+		pc.ch <- callResult{err: lost}
+	}
+	go c.shutdown(idle, cause, graceful)
+}
+
+func (c *Conn) shutdown(idle <-chan struct{}, cause error, graceful bool) {
+	start := time.Now()
+	budget := c.opts.ShutdownTimeout
+	if graceful {
+		budget += c.opts.EndOfStreamTimeout
+		waitFor(idle, c.opts.EndOfStreamTimeout)
+	}
+	handlerCause := cause
+	switch {
+	case handlerCause != nil:
+	case graceful:
+		handlerCause = ErrEndOfStream
+	default:
+		handlerCause = ErrClosed
+	}
+	c.cancelBase(handlerCause)
+	c.promoteTimer.Stop()
+	if !graceful {
+		// Unblock a reader waiting for input that will never matter now.
+		if cl, ok := c.r.(io.Closer); ok {
+			_ = cl.Close()
+		}
+	}
+	waitFor(idle, c.opts.ShutdownTimeout)
+
+	var outErr error
+	if remaining := budget - time.Since(start); remaining > 0 {
+		outErr = c.out.CloseWithin(c.opts.ShutdownTimeout, remaining)
+	} else {
+		c.out.Abort(framing.ErrStalled)
+		outErr = c.out.Err()
+	}
+	if cl, ok := c.r.(io.Closer); ok && graceful {
+		_ = cl.Close()
+	}
+	switch {
+	case cause != nil:
+		c.err = cause
+	case outErr != nil:
+		c.err = fmt.Errorf("rpc: draining output: %w", outErr)
+	}
+	close(c.done)
+}
+
+func waitFor(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -1,0 +1,189 @@
+package rpc
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/agentwire/agentwire/framing"
+	"github.com/agentwire/agentwire/jsonrpc"
+)
+
+// Defaults of Options (SPEC C1, C3, C4, C5, W4).
+const (
+	DefaultMaxMessageBytes       = framing.DefaultMaxMessage // 16 MiB
+	DefaultMaxConcurrentRequests = 256
+	DefaultOutputQueueBytes      = framing.DefaultQueueLimit // 1 MiB
+	DefaultWriteChunkBytes       = framing.DefaultWriteChunk // 16 KiB
+	DefaultEndOfStreamTimeout    = 5 * time.Second
+	DefaultShutdownTimeout       = 5 * time.Second
+	DefaultInlineBudget          = 100 * time.Microsecond
+	DefaultMaxBatchLength        = 1024
+)
+
+// CancelMethod describes one inbound cancellation notification (SPEC C8).
+// Its params carry the id of the request to cancel in "requestId".
+type CancelMethod struct {
+	// Method is the notification's method, e.g. "notifications/cancelled".
+	Method string
+	// Silence stops everything else for the request once it is cancelled:
+	// no more notifications from its handler and no response (MCP: "the
+	// server ... must not send further messages for that request"). When
+	// false the handler still answers, and a handler that returns its
+	// context's error is answered with -32800 (ACP's $/cancel_request: "the
+	// receiver still MUST send exactly one response").
+	Silence bool
+}
+
+// MCPCancel and ACPCancel are the two cancellation notifications agentwire
+// knows. The default Options honour both.
+var (
+	MCPCancel = CancelMethod{Method: "notifications/cancelled", Silence: true}
+	ACPCancel = CancelMethod{Method: "$/cancel_request"}
+)
+
+// Options configures a Conn. The zero value, or a nil *Options, means the
+// documented defaults.
+type Options struct {
+	// MaxMessageBytes bounds one inbound line. A longer line is skipped
+	// without being buffered and answered with -32600 (id null). Default 16 MiB.
+	MaxMessageBytes int
+	// MaxConcurrentRequests bounds the handlers running at once (inline or
+	// not). When all slots are taken the connection stops reading until one
+	// frees, unless RejectWhenBusy is set. Default 256.
+	MaxConcurrentRequests int
+	// RejectWhenBusy answers a request that finds every slot taken with
+	// BusyError at once instead of pausing input (ACP, SPEC A4).
+	// Notifications still wait for a slot.
+	RejectWhenBusy bool
+	// BusyError is the answer of RejectWhenBusy. Default: -32000 "server
+	// busy" with data {"reason":"connection_busy","limit":N}.
+	BusyError *jsonrpc.Error
+	// OutputQueueBytes bounds encoded output waiting to be written (SPEC
+	// C3). Default 1 MiB.
+	OutputQueueBytes int
+	// WriteChunkBytes is the largest single write (SPEC C5). Default 16 KiB.
+	WriteChunkBytes int
+	// EndOfStreamTimeout is the grace admitted handlers get after input
+	// EOF before their contexts are cancelled (SPEC C4). Default 5 s.
+	EndOfStreamTimeout time.Duration
+	// ShutdownTimeout bounds the wait for cancelled handlers and is the
+	// no-progress deadline of the final output drain (SPEC C4, C5).
+	// Default 5 s.
+	ShutdownTimeout time.Duration
+	// InlineBudget is how long a handler may run on the reading goroutine
+	// before a new reader takes over input, leaving the handler to finish
+	// where it is. Short handlers thus cost no goroutine hand-off, and slow
+	// ones still run concurrently (SPEC C1). A negative value starts every
+	// handler on its own goroutine. Default 100 µs.
+	InlineBudget time.Duration
+	// IsBarrier marks methods whose handler must finish before any later
+	// request or notification is dispatched (SPEC C2), such as legacy MCP
+	// "initialize" or ACP's control requests. Responses and cancellations
+	// are still read while a barrier runs. Nil means no barriers.
+	IsBarrier func(method string) bool
+	// RejectBatches answers every JSON array with one -32600 (id null), as
+	// MCP >= 2025-06-18 and ACP require (SPEC W6). Default: batches accepted.
+	RejectBatches bool
+	// MaxBatchLength bounds the elements of one batch, so that a 16 MiB
+	// line of tiny elements cannot make the batch reply unbounded. A longer
+	// batch gets one -32600. Default 1024.
+	MaxBatchLength int
+	// AllowNullID accepts requests with "id": null (plain JSON-RPC 2.0
+	// allows them; MCP and ACP do not). Default: answered with -32600.
+	AllowNullID bool
+	// Cancel lists the cancellation notifications honoured. Nil means
+	// MCPCancel and ACPCancel; an empty, non-nil slice disables
+	// cancellation by notification.
+	Cancel []CancelMethod
+	// OutboundCancel is sent when the context of a Call ends before its
+	// response arrives ({"requestId": id}). Nil sends nothing.
+	OutboundCancel *CancelMethod
+	// QuietOnBadInput stops the connection from answering bad lines (the
+	// client side of MCP must never write responses to a server). They are
+	// still counted, logged and reported to OnViolation.
+	QuietOnBadInput bool
+	// Logger receives diagnostics. Nil means slog.Default(), which writes
+	// to standard error (SPEC C9); library code never writes to stdout.
+	Logger *slog.Logger
+	// OnViolation, if set, is called (on the reading goroutine; keep it
+	// short) for every line that is not a valid message, every response
+	// with an unknown id and every late response.
+	OnViolation func(Violation)
+}
+
+// ViolationKind classifies a Violation.
+type ViolationKind uint8
+
+const (
+	ViolationParse           ViolationKind = iota + 1 // not JSON
+	ViolationInvalid                                  // JSON, not a valid message
+	ViolationTooLong                                  // over MaxMessageBytes
+	ViolationUnknownResponse                          // response to no call of ours
+	ViolationLateResponse                             // response to a call already abandoned
+)
+
+var violationNames = [...]string{"", "parse", "invalid", "too_long", "unknown_response", "late_response"}
+
+func (k ViolationKind) String() string {
+	if int(k) < len(violationNames) {
+		return violationNames[k]
+	}
+	return "violation"
+}
+
+// Violation describes one piece of bad input.
+type Violation struct {
+	Kind ViolationKind
+	// Line holds up to the first 256 bytes of the offending line.
+	Line []byte
+	Err  error
+}
+
+// settings is Options with every default filled in.
+type settings struct {
+	Options
+	busyError *jsonrpc.Error
+}
+
+func resolve(o *Options) settings {
+	var s settings
+	if o != nil {
+		s.Options = *o
+	}
+	if s.MaxMessageBytes <= 0 {
+		s.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if s.MaxConcurrentRequests <= 0 {
+		s.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	if s.OutputQueueBytes <= 0 {
+		s.OutputQueueBytes = DefaultOutputQueueBytes
+	}
+	if s.WriteChunkBytes <= 0 {
+		s.WriteChunkBytes = DefaultWriteChunkBytes
+	}
+	if s.EndOfStreamTimeout <= 0 {
+		s.EndOfStreamTimeout = DefaultEndOfStreamTimeout
+	}
+	if s.ShutdownTimeout <= 0 {
+		s.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if s.InlineBudget == 0 {
+		s.InlineBudget = DefaultInlineBudget
+	}
+	if s.MaxBatchLength <= 0 {
+		s.MaxBatchLength = DefaultMaxBatchLength
+	}
+	if s.Cancel == nil {
+		s.Cancel = []CancelMethod{MCPCancel, ACPCancel}
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	s.busyError = s.BusyError
+	if s.busyError == nil {
+		s.busyError = jsonrpc.NewError(jsonrpc.CodeServerBusy, "server busy: too many requests in flight",
+			map[string]any{"reason": "connection_busy", "limit": s.MaxConcurrentRequests})
+	}
+	return s
+}

@@ -1,0 +1,138 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"unsafe"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+)
+
+// Handler serves the requests and notifications a Conn receives. The
+// transport knows nothing about methods (SPEC W7): a registry such as Methods
+// sits behind this interface.
+//
+// Handle runs with a context that is cancelled when the peer cancels the
+// request, when the connection shuts down, or when Close is called. For a
+// request, the result (any value json.Marshal accepts; a json.RawMessage is
+// sent byte for byte) or the error becomes the response; an error that is or
+// wraps a *jsonrpc.Error is sent as it is, any other error as -32603 with
+// data.exception naming its Go type. For a notification both are discarded.
+// A panic is recovered and answered with -32603 (SPEC C10).
+type Handler interface {
+	Handle(ctx context.Context, req *Request) (result any, err error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request) (any, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, req *Request) (any, error) { return f(ctx, req) }
+
+// Methods is the simplest registry: a map from method name to function.
+// Unknown methods get -32601.
+type Methods map[string]HandlerFunc
+
+// Handle dispatches on req.Method.
+func (m Methods) Handle(ctx context.Context, req *Request) (any, error) {
+	if f, ok := m[req.Method]; ok {
+		return f(ctx, req)
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
+}
+
+// Request is one inbound request or notification.
+type Request struct {
+	// ID is the request's id exactly as sent; zero for a notification.
+	ID jsonrpc.ID
+	// Method is the method name.
+	Method string
+	// Params is the raw params value (an object or an array), nil when
+	// absent. It stays valid after the handler returns.
+	Params json.RawMessage
+
+	conn   *Conn
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	batch  *batch
+
+	mu       sync.Mutex
+	silenced bool // cancelled with a silencing CancelMethod
+	answered bool // the response has been queued
+}
+
+// IsNotification reports whether no response is expected.
+func (r *Request) IsNotification() bool { return r.ID == "" }
+
+// Conn returns the connection the request arrived on, for calls and
+// notifications that are not about this request.
+func (r *Request) Conn() *Conn { return r.conn }
+
+// UnmarshalParams decodes Params into v. Invalid params are reported as
+// -32602, so a handler can return the error as it is.
+func (r *Request) UnmarshalParams(v any) error {
+	if len(r.Params) == 0 {
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: params are required")
+	}
+	if err := json.Unmarshal(r.Params, v); err != nil {
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %v", err)
+	}
+	return nil
+}
+
+// ErrRequestSilenced is returned by Notify once the peer has cancelled the
+// request with a silencing cancellation, and ErrRequestAnswered once the
+// response has been queued: either way the notification would arrive after
+// the last message the peer expects for the request (SPEC W8, C8).
+var (
+	ErrRequestSilenced = errors.New("rpc: request was cancelled by the peer")
+	ErrRequestAnswered = errors.New("rpc: request has already been answered")
+)
+
+// Notify sends a notification on behalf of the running request (progress,
+// log lines). It waits for room in the output queue, so notifications reach
+// the wire before the request's response and in the order they were sent
+// (SPEC W8). params follows the same rules as a handler's result; nil omits
+// "params".
+func (r *Request) Notify(method string, params any) error {
+	msg, err := encodeNotification(method, params)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.silenced {
+		return ErrRequestSilenced
+	}
+	if r.answered {
+		return ErrRequestAnswered
+	}
+	return r.conn.send(msg)
+}
+
+func encodeNotification(method string, params any) ([]byte, error) {
+	msg := make([]byte, 0, 64)
+	msg = append(msg, jsonrpc.PrefixMethod...)
+	msg = jsonrpc.AppendString(msg, method)
+	if params != nil {
+		raw, err := jsonrpc.RawValue(params)
+		if err != nil {
+			return nil, err
+		}
+		msg = append(msg, jsonrpc.MidParams...)
+		msg = append(msg, raw...)
+	}
+	return append(msg, '}'), nil
+}
+
+// bytesString views b as a string without copying. It is used only for
+// bytes of a line copy that nothing writes to again, so the string is as
+// immutable as any other.
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
