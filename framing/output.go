@@ -129,12 +129,32 @@ func (o *Output) Enqueue(parts ...[]byte) error {
 		}
 		o.cond.Wait()
 	}
+	o.appendLocked(parts)
+	return nil
+}
+
+// TryEnqueue appends one message if it fits without waiting, and reports
+// whether it did.
+func (o *Output) TryEnqueue(parts ...[]byte) bool {
+	n, err := msgLen(parts)
+	if err != nil {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || o.err != nil || (len(o.pending) > 0 && len(o.pending)+n > o.limit) {
+		return false
+	}
+	o.appendLocked(parts)
+	return true
+}
+
+func (o *Output) appendLocked(parts [][]byte) {
 	for _, p := range parts {
 		o.pending = append(o.pending, p...)
 	}
 	o.pending = append(o.pending, '\n')
 	o.queued.Store(int64(len(o.pending)))
-	return nil
 }
 
 // Send is Enqueue followed by Flush.

@@ -157,7 +157,10 @@ func scanObject(b []byte, i, depth int) (int, *scanError) {
 		return i + 1, nil
 	}
 	for {
-		if i >= len(b) || b[i] != '"' {
+		if i >= len(b) {
+			return i, &scanError{i, "unexpected end of input in object"}
+		}
+		if b[i] != '"' {
 			return i, &scanError{i, "object key expected"}
 		}
 		var err *scanError

@@ -111,6 +111,13 @@ func (c *Conn) sendCancel(id []byte) {
 	msg = append(msg, `,"params":{"requestId":`...)
 	msg = append(msg, id...)
 	msg = append(msg, "}}"...)
+	// Queued now when there is room, so a Close right after still drains
+	// it; the write itself (which may block on a slow peer) is not ours to
+	// wait for.
+	if c.out.TryEnqueue(msg) {
+		go c.out.Flush()
+		return
+	}
 	go func() { _ = c.out.Send(msg) }()
 }
 

@@ -48,12 +48,14 @@ type Conn struct {
 	slots chan struct{} // handler concurrency (SPEC C1)
 
 	// inline holds a positive token while the reading goroutine runs a
-	// handler itself; the promotion timer negates it to hand input to a
-	// new reader (see promote).
+	// handler (or a flush) itself; the watchdog negates it to hand input to
+	// a new reader (see watch).
 	inline       atomic.Int64
 	inlineSeq    int64 // owned by the current reader
 	promoteAfter time.Duration
-	promoteTimer *time.Timer
+	watchdog     *time.Timer
+	watchArmed   atomic.Bool
+	watchLast    int64 // owned by the watchdog callback
 
 	// ordered is true while a barrier runs or the messages held behind it
 	// are being dispatched; the reader then appends to held (under mu)
@@ -62,8 +64,8 @@ type Conn struct {
 
 	mu        sync.Mutex
 	inflight  map[jsonrpc.ID]*Request
-	held      []*Request    // admitted behind a running barrier, in receive order
-	heldRoom  chan struct{} // closed when held shrinks, for a reader waiting on a full queue
+	held      []*Request              // admitted behind a running barrier, in receive order
+	heldRoom  chan struct{}           // closed when held shrinks, for a reader waiting on a full queue
 	pending   map[string]*pendingCall // outbound calls by id
 	abandoned map[string]struct{}     // outbound calls given up, for late-response accounting
 	active    int                     // admitted handlers not yet finished
@@ -78,7 +80,6 @@ type Conn struct {
 	done chan struct{}
 	err  error
 }
-
 
 type pendingCall struct {
 	ch chan callResult
@@ -115,8 +116,8 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 	if c.promoteAfter < 0 {
 		c.promoteAfter = DefaultInlineBudget
 	}
-	c.promoteTimer = time.AfterFunc(time.Hour, c.promote)
-	c.promoteTimer.Stop()
+	c.watchdog = time.AfterFunc(time.Hour, c.watch)
+	c.watchdog.Stop()
 	go c.readLoop()
 	return c
 }
@@ -149,7 +150,7 @@ func (c *Conn) Stats() Stats { return c.stats.snapshot() }
 // ----- reading -----
 
 // readLoop is the reading goroutine. There is one at a time: when a handler
-// it runs inline outlives InlineBudget, promote starts a successor and this
+// it runs inline outlives InlineBudget, the watchdog starts a successor and this
 // goroutine returns once its handler is done.
 func (c *Conn) readLoop() {
 	for {
@@ -458,14 +459,14 @@ func (c *Conn) goRun(req *Request) {
 }
 
 // runInline runs the handler on the reading goroutine. If it outlives
-// InlineBudget, promote hands input to a new goroutine and this one returns
+// InlineBudget, the watchdog hands input to a new goroutine and this one returns
 // false after finishing the request.
 func (c *Conn) runInline(req *Request) bool {
 	return c.asReader(func() { c.run(req, true) })
 }
 
 // asReader runs f, which may block, on the reading goroutine under the
-// promotion timer: if f takes longer than the inline budget, a new reader
+// watchdog: if f is still running after the inline budget, a new reader
 // takes over input and asReader returns false once f is done. Handlers run
 // this way, and so does the reader's own flush, so a peer that stops reading
 // our output cannot keep us from seeing its end of input.
@@ -473,10 +474,11 @@ func (c *Conn) asReader(f func()) bool {
 	c.inlineSeq++
 	tok := c.inlineSeq
 	c.inline.Store(tok)
-	c.promoteTimer.Reset(c.promoteAfter)
+	if !c.watchArmed.Load() && c.watchArmed.CompareAndSwap(false, true) {
+		c.watchdog.Reset(c.promoteAfter)
+	}
 	f()
 	if c.inline.CompareAndSwap(tok, 0) {
-		c.promoteTimer.Stop()
 		return true
 	}
 	// Promoted while f ran. A response may have been queued without a
@@ -485,17 +487,33 @@ func (c *Conn) asReader(f func()) bool {
 	return false
 }
 
-// promote runs on the timer's goroutine when an inline handler has used up
-// its budget: a new reader takes over input and the old one becomes an
-// ordinary handler goroutine (like the Go scheduler handing off a processor
-// from a blocked system call).
-func (c *Conn) promote() {
+// watch is the watchdog's tick. It re-arms itself while the reader keeps
+// running inline work and disarms when the reader is idle, so an idle
+// connection has no timer and a busy one ticks once per budget instead of
+// touching a timer for every request (a Reset and Stop per request leaves
+// stale timers that wake the network poller: measured at ~8 µs per
+// sequential round trip). Inline work seen at two consecutive ticks has run
+// for at least one budget: it is promoted. A new reader takes over input and
+// the old goroutine finishes its handler as an ordinary one, the way the Go
+// scheduler hands off a processor from a blocked system call.
+func (c *Conn) watch() {
 	tok := c.inline.Load()
-	if tok <= 0 || !c.inline.CompareAndSwap(tok, -tok) {
+	if tok > 0 && tok == c.watchLast && c.inline.CompareAndSwap(tok, -tok) {
+		c.stats.promotions.Add(1)
+		go c.readLoop()
+		tok = 0
+	}
+	c.watchLast = tok
+	if tok > 0 {
+		c.watchdog.Reset(c.promoteAfter)
 		return
 	}
-	c.stats.promotions.Add(1)
-	go c.readLoop()
+	// Idle: disarm, then look again, because the reader arms only when it
+	// sees the watchdog disarmed.
+	c.watchArmed.Store(false)
+	if c.inline.Load() > 0 && c.watchArmed.CompareAndSwap(false, true) {
+		c.watchdog.Reset(c.promoteAfter)
+	}
 }
 
 // run calls the handler and answers. inline means the caller is (or was

@@ -114,7 +114,7 @@ func (c *Conn) shutdown(idle <-chan struct{}, cause error, graceful bool) {
 		handlerCause = ErrClosed
 	}
 	c.cancelBase(handlerCause)
-	c.promoteTimer.Stop()
+	c.watchdog.Stop()
 	if !graceful {
 		// Unblock a reader waiting for input that will never matter now.
 		if cl, ok := c.r.(io.Closer); ok {

@@ -202,14 +202,14 @@ func TestSlowReaderIsNeverCutOff(t *testing.T) {
 		}
 		// Running: 20 s between reads is fine.
 		w.send(req(1, "big", `{"bytes":40000}`))
-		if got := slowRead(20*time.Second); !strings.HasSuffix(got, "\"}\n") {
+		if got := slowRead(20 * time.Second); !strings.HasSuffix(got, "\"}\n") {
 			t.Fatalf("running: slow reader got a cut line of %d bytes", len(got))
 		}
 		// Draining: 4 s per chunk.
 		w.send(req(2, "big", `{"bytes":32700}`))
 		w.settle()
 		w.in.Close()
-		got := slowRead(4*time.Second)
+		got := slowRead(4 * time.Second)
 		<-w.conn.Done()
 		if !strings.HasSuffix(got, "\"}\n") {
 			t.Fatalf("draining: slow reader got %d bytes, cut", len(got))

@@ -1,0 +1,201 @@
+package jsonrpc_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestDecodeClassifies(t *testing.T) {
+	cases := []struct {
+		line   string
+		kind   jsonrpc.Kind
+		code   int64  // expected DecodeError code, 0 for success
+		id     string // raw id (success) or echoable id (failure)
+		method string
+		params string
+		resp   bool // failure looks like a response
+	}{
+		{line: `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, kind: jsonrpc.KindRequest, id: "1", method: "m", params: "[1]"},
+		{line: ` {"jsonrpc":"2.0","id":"x","method":"m"} `, kind: jsonrpc.KindRequest, id: `"x"`, method: "m"},
+		{line: `{"jsonrpc":"2.0","method":"n","params":{}}`, kind: jsonrpc.KindNotification, method: "n", params: "{}"},
+		{line: `{"jsonrpc":"2.0","id":12345678901234567890,"result":null}`, kind: jsonrpc.KindResult, id: "12345678901234567890"},
+		{line: `{"jsonrpc":"2.0","id":-1.5e3,"error":{"code":-1,"message":"m","data":[1]}}`, kind: jsonrpc.KindError, id: "-1.5e3"},
+		{line: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`, kind: jsonrpc.KindError, id: "null"},
+		{line: `[1,2]`, kind: jsonrpc.KindBatch},
+		{line: `{"jsonrpc":"2.0","method":"\u006d"}`, kind: jsonrpc.KindNotification, method: "m"},
+		{line: `{"jsonr\u0070c":"2.\u0030","id":1,"method":"m"}`, kind: jsonrpc.KindRequest, id: "1", method: "m"},
+
+		{line: ``, code: jsonrpc.CodeParseError},
+		{line: `{`, code: jsonrpc.CodeParseError},
+		{line: `{"a":1,}`, code: jsonrpc.CodeParseError},
+		{line: `{"a" 1}`, code: jsonrpc.CodeParseError},
+		{line: `{'a':1}`, code: jsonrpc.CodeParseError},
+		{line: `{"a":"` + "\x01" + `"}`, code: jsonrpc.CodeParseError},
+		{line: `{"a":"\u12"}`, code: jsonrpc.CodeParseError},
+		{line: `{"a":1.}`, code: jsonrpc.CodeParseError},
+		{line: `{"a":-}`, code: jsonrpc.CodeParseError},
+		{line: `{"a":1e}`, code: jsonrpc.CodeParseError},
+		{line: `{"a":nul}`, code: jsonrpc.CodeParseError},
+		{line: `{} {}`, code: jsonrpc.CodeParseError},
+		{line: `"x"`, code: jsonrpc.CodeInvalidRequest},
+		{line: `{}`, code: jsonrpc.CodeInvalidRequest},
+		{line: `{"jsonrpc":"2.0"}`, code: jsonrpc.CodeInvalidRequest},
+		{line: `{"jsonrpc":"2.0","id":3}`, code: jsonrpc.CodeInvalidRequest, id: "3"},
+		{line: `{"jsonrpc":"2.0","id":[3],"method":"m"}`, code: jsonrpc.CodeInvalidRequest},
+		{line: `{"jsonrpc":"2.0","id":true,"method":"m"}`, code: jsonrpc.CodeInvalidRequest},
+		{line: `{"jsonrpc":"2.0","id":null,"method":"m"}`, code: jsonrpc.CodeInvalidRequest},
+		{line: `{"jsonrpc":"2.0","id":1,"method":"m","params":1}`, code: jsonrpc.CodeInvalidRequest, id: "1"},
+		{line: `{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`, code: jsonrpc.CodeInvalidRequest, id: "2"},
+		{line: `{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":""}}`, code: jsonrpc.CodeInvalidRequest, id: "1", resp: true},
+		{line: `{"jsonrpc":"2.0","result":1}`, code: jsonrpc.CodeInvalidRequest, resp: true},
+		{line: `{"jsonrpc":"2.0","id":null,"result":1}`, code: jsonrpc.CodeInvalidRequest, resp: true},
+		{line: `{"jsonrpc":"2.0","id":1,"error":{"code":"1","message":""}}`, code: jsonrpc.CodeInvalidRequest, id: "1", resp: true},
+		{line: `{"jsonrpc":"2.0","id":1,"error":{"code":1}}`, code: jsonrpc.CodeInvalidRequest, id: "1", resp: true},
+		{line: `{"jsonrpc":"2.0","id":1,"error":"bad"}`, code: jsonrpc.CodeInvalidRequest, id: "1", resp: true},
+		{line: `{"jsonrpc":"2.0","id":1,"result":1,"params":{}}`, code: jsonrpc.CodeInvalidRequest, id: "1", resp: true},
+		{line: `{"jsonrpc":"2.0 ","id":1,"method":"m"}`, code: jsonrpc.CodeInvalidRequest, id: "1"},
+	}
+	for _, tc := range cases {
+		m, err := jsonrpc.Decode([]byte(tc.line), nil)
+		if tc.code != 0 {
+			var de *jsonrpc.DecodeError
+			if !errors.As(err, &de) {
+				t.Errorf("%s: err = %v, want a DecodeError %d", tc.line, err, tc.code)
+				continue
+			}
+			if de.Code != tc.code || string(de.ID) != tc.id || de.Response != tc.resp {
+				t.Errorf("%s: got code %d id %q response %v, want %d %q %v", tc.line, de.Code, de.ID, de.Response, tc.code, tc.id, tc.resp)
+			}
+			want := jsonrpc.ErrParse
+			if tc.code == jsonrpc.CodeInvalidRequest {
+				want = jsonrpc.ErrInvalidRequest
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("%s: errors.Is(err, %v) is false", tc.line, want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: unexpected error %v", tc.line, err)
+			continue
+		}
+		if m.Kind != tc.kind || string(m.ID) != tc.id || m.MethodName() != tc.method || string(m.Params) != tc.params {
+			t.Errorf("%s: got %v id %q method %q params %q", tc.line, m.Kind, m.ID, m.MethodName(), m.Params)
+		}
+	}
+}
+
+func TestDecodeAllowNullID(t *testing.T) {
+	m, err := jsonrpc.Decode([]byte(`{"jsonrpc":"2.0","id":null,"method":"m"}`), &jsonrpc.DecodeOptions{AllowNullID: true})
+	if err != nil || m.Kind != jsonrpc.KindRequest || string(m.ID) != "null" {
+		t.Fatalf("got %+v, %v", m, err)
+	}
+}
+
+func TestDecodeDoesNotAllocate(t *testing.T) {
+	line := []byte(`{"jsonrpc":"2.0","id":123,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := jsonrpc.Decode(line, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Decode allocates %v times per request", allocs)
+	}
+}
+
+func TestBatchElements(t *testing.T) {
+	var got []string
+	n := jsonrpc.Batch([]byte(` [ 1 , {"a":[2]} ,"x" ] `), func(e []byte) { got = append(got, string(e)) })
+	if n != 3 || len(got) != 3 || got[0] != "1" || got[1] != `{"a":[2]}` || got[2] != `"x"` {
+		t.Fatalf("got %d %q", n, got)
+	}
+}
+
+func TestValidDepthMatchesEncodingJSON(t *testing.T) {
+	for _, depth := range []int{9999, 10000, 10001} {
+		b := make([]byte, 0, 2*depth)
+		for range depth {
+			b = append(b, '[')
+		}
+		for range depth {
+			b = append(b, ']')
+		}
+		if got, want := jsonrpc.Valid(b), json.Valid(b); got != want {
+			t.Errorf("depth %d: Valid = %v, encoding/json says %v", depth, got, want)
+		}
+	}
+}
+
+// FuzzScannerMatchesValid holds the scanner to encoding/json's grammar.
+func FuzzScannerMatchesValid(f *testing.F) {
+	for _, s := range []string{`{}`, `[1,"a",null,true,false,-0.5e+3]`, `{"a":{"b":[]}}`, `"\u00e9\n"`, `01`, `1.`, `{"a":1,}`, "\"\x7f\xff\"", ` 1 `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := jsonrpc.Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+// FuzzDecode: Decode never panics, and what it accepts is consistent.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`,
+		`{"jsonrpc":"2.0","method":"n"}`,
+		`{"jsonrpc":"2.0","id":"a","result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"m"}]`,
+		`{"jsonrpc":"2.0","id":1,"id":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := jsonrpc.Decode(b, nil)
+		if err != nil {
+			var de *jsonrpc.DecodeError
+			if !errors.As(err, &de) || (de.Code != jsonrpc.CodeParseError && de.Code != jsonrpc.CodeInvalidRequest) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if de.Code == jsonrpc.CodeParseError && json.Valid(b) {
+				t.Fatalf("valid JSON classified as a parse error: %q", b)
+			}
+			if de.ID != nil && !json.Valid(de.ID) {
+				t.Fatalf("echoable id is not JSON: %q", de.ID)
+			}
+			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
+		switch m.Kind {
+		case jsonrpc.KindRequest, jsonrpc.KindNotification:
+			if m.Method == nil || (m.Kind == jsonrpc.KindRequest) != (m.ID != nil) {
+				t.Fatalf("inconsistent %v: %+v", m.Kind, m)
+			}
+			var s string
+			if json.Unmarshal(m.Method, &s) != nil || s != m.MethodName() {
+				t.Fatalf("method %q decodes differently", m.Method)
+			}
+		case jsonrpc.KindResult, jsonrpc.KindError:
+			if m.ID == nil {
+				t.Fatalf("response without id: %q", b)
+			}
+		case jsonrpc.KindBatch:
+			jsonrpc.Batch(b, func(e []byte) {
+				if !json.Valid(e) {
+					t.Fatalf("batch element %q is not JSON", e)
+				}
+			})
+		default:
+			t.Fatalf("kind %v", m.Kind)
+		}
+	})
+}

@@ -1,0 +1,98 @@
+// Package rpc is agentwire's connection runtime: one JSON-RPC 2.0 connection
+// over a pair of byte streams, the piece every transport shares (stdio,
+// sockets, and the sessions behind HTTP). It serves requests with a Handler,
+// sends calls and notifications to the peer, and owns the connection's
+// lifecycle. It knows nothing about methods (SPEC W7).
+//
+// # Reading and dispatch
+//
+// One goroutine at a time reads input. For each request it takes a handler
+// slot (MaxConcurrentRequests, 256) and runs the handler itself, inline:
+// most handlers finish in microseconds, and a goroutine hand-off per request
+// would cost a stdio server most of its throughput. If the handler is still
+// running after InlineBudget (100 µs), a timer hands input to a new reading
+// goroutine and the old one finishes the handler as an ordinary goroutine,
+// the way the Go scheduler hands off a processor from a blocked system call.
+// So short requests cost no hand-off, slow ones run concurrently, and replies
+// go out in completion order (SPEC C1).
+//
+// When every slot is taken, reading pauses until one frees, so goroutines
+// and memory stay bounded however many requests arrive. With RejectWhenBusy
+// the excess is answered with BusyError at once instead (ACP, SPEC A4).
+//
+// Replies of inline handlers are queued without a write, and the reader
+// writes everything queued just before it would wait for input: a burst of
+// pipelined requests is answered with one write (SPEC P2).
+//
+// # Barriers
+//
+// IsBarrier marks ordered methods (legacy MCP "initialize", ACP control
+// requests). A barrier's handler finishes, and its response is queued,
+// before any later request or notification is dispatched (SPEC C2). If it
+// runs long, reading goes on: responses to the barrier's own calls and
+// cancellations are processed, and later requests are held, in receive order
+// and bounded, until the barrier is done. Requests already running are not
+// affected.
+//
+// # Output
+//
+// Every message goes through one bounded queue (framing.Output, 1 MiB).
+// Writers wait for room before copying; while the queue is full the
+// connection stops reading, and error replies to bad input wait like any
+// other write, so a peer that never reads cannot build an unbounded backlog
+// (SPEC C3). A handler's notifications (Request.Notify) are queued in the
+// order it sends them and before its response (SPEC W8).
+//
+// # Cancellation
+//
+// A handler's context is cancelled when the peer cancels the request
+// (Options.Cancel: MCP's notifications/cancelled and ACP's $/cancel_request
+// by default), when the connection shuts down, or on Close. A silencing
+// cancellation (MCP) also suppresses everything the request would still
+// write: no notification, no response (SPEC C8). A non-silencing one (ACP)
+// leaves the response to the handler; a handler that returns its context's
+// error is answered -32800. Unknown or finished ids are ignored.
+//
+// Outbound, Call returns as soon as its context ends, forgets the id, and
+// sends Options.OutboundCancel without waiting; a response that arrives later
+// is dropped and counted (Stats.LateResponses).
+//
+// # Bad input
+//
+// One bad line costs at most one error reply and reading continues (SPEC
+// W4): -32700 (id null) for a line that is not JSON, -32600 for JSON that is
+// not a valid message (with its id when readable), for an empty or oversized
+// batch, for a duplicate id of a request in flight, and for a line over
+// MaxMessageBytes (16 MiB), which is skipped without being buffered.
+// Responses, even broken ones, are never answered. A handler panic is
+// recovered and answered -32603 (SPEC C10). Every case is counted in Stats and
+// reported to OnViolation; QuietOnBadInput suppresses the replies, as the
+// client side of a connection must.
+//
+// # Shutdown
+//
+// Input EOF is a half-close (SPEC C4). Admitted requests go on for up to
+// EndOfStreamTimeout (5 s) and their replies are written; then their
+// contexts are cancelled (cause ErrEndOfStream) and they get ShutdownTimeout
+// (5 s) more. Finally queued output is drained: each write must make progress
+// within ShutdownTimeout, and the whole linger after EOF stays within grace +
+// shutdown (10 s). A reply that a handler produces after that is dropped.
+//
+// Close, a read error and a write error skip the grace (SPEC C6): contexts
+// are cancelled at once, then the same shutdown bound applies. A failed
+// write ends output for good: nothing is written after it (SPEC C5). When
+// everything is done, Done is closed and Wait returns nil for a clean end, or
+// the transport error. Calls still pending fail with ErrConnectionLost.
+//
+// Every timer comes from the time package, so the bounds are tested with
+// testing/synctest and a fake clock (SPEC C7). A reader blocked in a Read
+// that cannot be interrupted (a terminal, say) is left to return on its own;
+// streams that implement io.Closer are closed to unblock it.
+//
+// # Memory
+//
+// Each message is copied once out of the read buffer; the request's id,
+// method and params point into that copy, which nothing writes to again.
+// A request costs a handful of small allocations and no buffer of 4 KiB or
+// more (SPEC P3).
+package rpc

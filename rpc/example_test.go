@@ -1,0 +1,81 @@
+package rpc_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// A server with two methods and a client, connected in memory.
+func ExamplePipe() {
+	server := rpc.Methods{
+		"add": func(_ context.Context, r *rpc.Request) (any, error) {
+			var xs []int
+			if err := r.UnmarshalParams(&xs); err != nil {
+				return nil, err
+			}
+			sum := 0
+			for _, x := range xs {
+				sum += x
+			}
+			return sum, nil
+		},
+		"progress": func(_ context.Context, r *rpc.Request) (any, error) {
+			for i := 1; i <= 2; i++ {
+				if err := r.Notify("progress", map[string]int{"step": i}); err != nil {
+					return nil, err
+				}
+			}
+			return "done", nil
+		},
+	}
+	client := rpc.HandlerFunc(func(_ context.Context, r *rpc.Request) (any, error) {
+		fmt.Printf("client got %s %s\n", r.Method, r.Params)
+		return nil, nil
+	})
+	c, s := rpc.Pipe(server, client, nil, nil)
+	defer s.Close()
+	defer c.Close()
+
+	res, err := c.Call(context.Background(), "add", []int{1, 2, 3})
+	fmt.Println(string(res), err)
+	res, err = c.Call(context.Background(), "progress", nil)
+	fmt.Println(string(res), err)
+	_, err = c.Call(context.Background(), "nope", nil)
+	fmt.Println(err)
+	// Output:
+	// 6 <nil>
+	// client got progress {"step":1}
+	// client got progress {"step":2}
+	// "done" <nil>
+	// jsonrpc error -32601: method not found: nope
+}
+
+// Serving raw lines: every bad line gets one reply and the stream goes on.
+func ExampleNew() {
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"hello","params":{"name":"wire"}}
+not json
+{"jsonrpc":"2.0","id":2,"method":"missing"}
+`)
+	var out strings.Builder
+	h := rpc.Methods{"hello": func(_ context.Context, r *rpc.Request) (any, error) {
+		var p struct{ Name string }
+		if err := json.Unmarshal(r.Params, &p); err != nil {
+			return nil, err
+		}
+		return "hello, " + p.Name, nil
+	}}
+	conn := rpc.New(in, nopCloser{&out}, h, nil)
+	conn.Wait() // input EOF: answer everything, then stop
+	fmt.Print(out.String())
+	// Output:
+	// {"jsonrpc":"2.0","id":1,"result":"hello, wire"}
+	// {"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: invalid character 'o' in literal null"}}
+	// {"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"method not found: missing"}}
+}
+
+type nopCloser struct{ io.Writer }
