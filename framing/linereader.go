@@ -87,10 +87,10 @@ func (l *LineReader) ReadLine() ([]byte, error) {
 			line := l.buf[l.start : l.start+n]
 			l.start += n + 1
 			l.scanned = 0
-			if len(line) > l.max+1 || (len(line) == l.max+1 && line[l.max] != '\r') {
+			if line = trimCR(line); len(line) > l.max {
 				return nil, &LineTooLongError{Limit: l.max}
 			}
-			return trimCR(line), nil
+			return line, nil
 		}
 		l.scanned = l.end - l.start
 		if l.scanned > l.max+1 { // even a trailing '\r' cannot save it
@@ -100,9 +100,12 @@ func (l *LineReader) ReadLine() ([]byte, error) {
 			if l.start == l.end {
 				return nil, l.err
 			}
-			line := l.buf[l.start:l.end]
+			line := trimCR(l.buf[l.start:l.end])
 			l.start, l.end, l.scanned = 0, 0, 0
-			return trimCR(line), nil
+			if len(line) > l.max {
+				return nil, &LineTooLongError{Limit: l.max}
+			}
+			return line, nil
 		}
 		l.fill()
 	}

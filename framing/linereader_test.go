@@ -55,6 +55,9 @@ func TestLineReader(t *testing.T) {
 		{"one over the limit then a good line", "abcde\nok\n", 4, []string{"<too long>", "ok"}},
 		{"far over the limit", strings.Repeat("z", 1<<20) + "\nok\n", 10, []string{"<too long>", "ok"}},
 		{"over the limit at EOF", "ok\n" + strings.Repeat("z", 100), 10, []string{"ok", "<too long>"}},
+		// Regression (found by FuzzLineReader): a final unterminated line one
+		// byte over the limit was returned instead of rejected.
+		{"one over the limit at EOF", "0000", 3, []string{"<too long>"}},
 		{"long lines within the limit", strings.Repeat("y", 300000) + "\nok\n", 1 << 20, []string{strings.Repeat("y", 300000), "ok"}},
 	}
 	for _, tc := range cases {
