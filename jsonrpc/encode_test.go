@@ -10,7 +10,7 @@ import (
 )
 
 func TestAppendStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x01\x1f\n\r\t", "<html>&", "é日本", "bad\xffutf8", "\u2028\u2029"} {
+	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x01\x1f\n\r\t\b\f", "<html>&", "é日本", "bad\xffutf8", "\u2028\u2029"} {
 		want, _ := json.Marshal(s)
 		if got := jsonrpc.AppendString(nil, s); string(got) != string(want) {
 			t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
