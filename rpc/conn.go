@@ -55,7 +55,7 @@ type Conn struct {
 	promoteAfter time.Duration
 	watchdog     *time.Timer
 	watchArmed   atomic.Bool
-	watchLast    int64 // owned by the watchdog callback
+	watchLast    atomic.Int64 // the inline token seen at the previous tick
 
 	// ordered is true while a barrier runs or the messages held behind it
 	// are being dispatched; the reader then appends to held (under mu)
@@ -498,12 +498,12 @@ func (c *Conn) asReader(f func()) bool {
 // scheduler hands off a processor from a blocked system call.
 func (c *Conn) watch() {
 	tok := c.inline.Load()
-	if tok > 0 && tok == c.watchLast && c.inline.CompareAndSwap(tok, -tok) {
+	if tok > 0 && tok == c.watchLast.Load() && c.inline.CompareAndSwap(tok, -tok) {
 		c.stats.promotions.Add(1)
 		go c.readLoop()
 		tok = 0
 	}
-	c.watchLast = tok
+	c.watchLast.Store(tok)
 	if tok > 0 {
 		c.watchdog.Reset(c.promoteAfter)
 		return
