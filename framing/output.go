@@ -2,6 +2,7 @@ package framing
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -131,6 +132,74 @@ func (o *Output) Enqueue(parts ...[]byte) error {
 	}
 	o.appendLocked(parts)
 	return nil
+}
+
+// EnqueueContext is Enqueue for a caller that must not wait longer than
+// ctx: it never writes itself (it starts a background writer instead), and
+// it gives up when ctx ends before there is room.
+func (o *Output) EnqueueContext(ctx context.Context, parts ...[]byte) error {
+	n, err := msgLen(parts)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for {
+		if o.closed || o.err != nil {
+			return o.closedErrLocked()
+		}
+		if len(o.pending) == 0 || len(o.pending)+n <= o.limit {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !o.writing {
+			o.startWriterLocked()
+		}
+		if stop == nil {
+			stop = context.AfterFunc(ctx, func() {
+				o.mu.Lock()
+				o.cond.Broadcast()
+				o.mu.Unlock()
+			})
+		}
+		o.cond.Wait()
+	}
+	o.appendLocked(parts)
+	return nil
+}
+
+// FlushAsync makes sure queued bytes are being written without writing
+// them on the caller's goroutine: if nobody is writing, it starts a writer.
+func (o *Output) FlushAsync() {
+	if o.queued.Load() == 0 {
+		return
+	}
+	o.mu.Lock()
+	if !o.writing && len(o.pending) > 0 && o.err == nil {
+		o.startWriterLocked()
+	}
+	o.mu.Unlock()
+}
+
+func (o *Output) startWriterLocked() {
+	o.writing = true // claimed now, so no one else starts a writer
+	go func() {
+		o.mu.Lock()
+		o.writing = false
+		if len(o.pending) > 0 && o.err == nil {
+			o.writeLocked()
+		}
+		o.cond.Broadcast()
+		o.mu.Unlock()
+	}()
 }
 
 // TryEnqueue appends one message if it fits without waiting, and reports

@@ -34,18 +34,25 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	c.pending[key] = pc
 	c.mu.Unlock()
 
-	if err := c.out.Send(msg); err != nil {
+	// Queue without ever writing on the caller's goroutine: a server that
+	// pauses its input must not hold a caller past its context (SPEC K1).
+	if err := c.out.EnqueueContext(ctx, msg); err != nil {
 		c.dropPending(key)
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
 		return nil, &lostError{err}
 	}
+	c.out.FlushAsync()
 	select {
 	case r := <-pc.ch:
 		return r.result, r.err
 	case <-ctx.Done():
+		cause := context.Cause(ctx)
 		if c.abandon(key) {
-			c.sendCancel(id)
+			c.sendCancel(id, cause)
 		}
-		return nil, context.Cause(ctx)
+		return nil, cause
 	}
 }
 
@@ -100,7 +107,7 @@ func (c *Conn) abandon(key string) bool {
 
 // sendCancel tells the peer about an abandoned call without making the
 // caller wait for room in the output queue (K2).
-func (c *Conn) sendCancel(id []byte) {
+func (c *Conn) sendCancel(id []byte, cause error) {
 	cm := c.opts.OutboundCancel
 	if cm == nil {
 		return
@@ -110,12 +117,16 @@ func (c *Conn) sendCancel(id []byte) {
 	msg = jsonrpc.AppendString(msg, cm.Method)
 	msg = append(msg, `,"params":{"requestId":`...)
 	msg = append(msg, id...)
+	if cm.WithReason && cause != nil {
+		msg = append(msg, `,"reason":`...)
+		msg = jsonrpc.AppendString(msg, cause.Error())
+	}
 	msg = append(msg, "}}"...)
 	// Queued now when there is room, so a Close right after still drains
 	// it; the write itself (which may block on a slow peer) is not ours to
 	// wait for.
 	if c.out.TryEnqueue(msg) {
-		go c.out.Flush()
+		c.out.FlushAsync()
 		return
 	}
 	go func() { _ = c.out.Send(msg) }()

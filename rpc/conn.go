@@ -28,6 +28,10 @@ var ErrClosed = errors.New("rpc: connection closed")
 // grace period ran out.
 var ErrEndOfStream = errors.New("rpc: input ended")
 
+// ErrProtocolViolation is matched by Wait's error when FatalViolations
+// ended the connection.
+var ErrProtocolViolation = errors.New("rpc: protocol violation")
+
 // ErrCancelledByPeer is the cause of a handler context cancelled by a
 // cancellation notification.
 var ErrCancelledByPeer = errors.New("rpc: request cancelled by the peer")
@@ -262,6 +266,15 @@ func (c *Conn) replyBad(id jsonrpc.ID, e *jsonrpc.Error) {
 
 func (c *Conn) violation(kind ViolationKind, line []byte, err error) {
 	c.stats.count(kind)
+	if c.opts.FatalViolations {
+		defer func() {
+			show := line
+			if len(show) > 120 {
+				show = show[:120]
+			}
+			c.stop(fmt.Errorf("%w: %s: %q", ErrProtocolViolation, kind, show), false)
+		}()
+	}
 	c.opts.Logger.Debug("rpc: bad input", "kind", kind.String(), "error", err)
 	if c.opts.OnViolation != nil {
 		if len(line) > 256 {

@@ -323,8 +323,8 @@ func TestCallToPeerAndLateResponses(t *testing.T) {
 		id := field(t, got[0], "id")
 		w.sleep(time.Second)
 		got = w.take()
-		if len(got) != 2 || !strings.Contains(got[0], `"method":"notifications/cancelled","params":{"requestId":`+id+`}`) &&
-			!strings.Contains(got[1], `"method":"notifications/cancelled","params":{"requestId":`+id+`}`) {
+		cancelLine := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"context deadline exceeded"}}`
+		if len(got) != 2 || (got[0] != cancelLine && got[1] != cancelLine) {
 			t.Fatalf("want a cancel for %s and the handler's error, got %q", id, got)
 		}
 		w.send(`{"jsonrpc":"2.0","id":`+id+`,"result":"late"}`, `{"jsonrpc":"2.0","id":4242,"result":"who"}`)
@@ -405,6 +405,19 @@ func TestNoInlineDispatch(t *testing.T) {
 		want := []string{`{"jsonrpc":"2.0","id":1,"result":[1]}`, `{"jsonrpc":"2.0","id":2,"result":{"sent":1}}`, `{"jsonrpc":"2.0","method":"notify/tick","params":{"i":1}}`}
 		if !slices.Equal(got, want) {
 			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// FatalViolations (a strict client) ends the connection at the first bad
+// line, with an error that names it.
+func TestFatalViolations(t *testing.T) {
+	runWire(t, nil, &rpc.Options{FatalViolations: true, QuietOnBadInput: true}, func(w *wire) {
+		w.send(`DEBUG: looking things up...`)
+		w.settle()
+		<-w.conn.Done()
+		if err := w.conn.Wait(); !errors.Is(err, rpc.ErrProtocolViolation) || !strings.Contains(err.Error(), "DEBUG") {
+			t.Fatalf("Wait = %v", err)
 		}
 	})
 }

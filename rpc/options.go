@@ -32,12 +32,15 @@ type CancelMethod struct {
 	// context's error is answered with -32800 (ACP's $/cancel_request: "the
 	// receiver still MUST send exactly one response").
 	Silence bool
+	// WithReason adds "reason" (the text of the context's cause) when
+	// agentwire sends this cancellation for an abandoned call.
+	WithReason bool
 }
 
 // MCPCancel and ACPCancel are the two cancellation notifications agentwire
 // knows. The default Options honour both.
 var (
-	MCPCancel = CancelMethod{Method: "notifications/cancelled", Silence: true}
+	MCPCancel = CancelMethod{Method: "notifications/cancelled", Silence: true, WithReason: true}
 	ACPCancel = CancelMethod{Method: "$/cancel_request"}
 )
 
@@ -105,6 +108,11 @@ type Options struct {
 	// Logger receives diagnostics. Nil means slog.Default(), which writes
 	// to standard error (SPEC C9); library code never writes to stdout.
 	Logger *slog.Logger
+	// FatalViolations ends the connection (Wait returns an error matching
+	// ErrProtocolViolation) at the first line that is not a valid message or
+	// response to an unknown call: the strict mode of a client. Default: bad
+	// input is counted, logged and survived.
+	FatalViolations bool
 	// OnViolation, if set, is called (on the reading goroutine; keep it
 	// short) for every line that is not a valid message, every response
 	// with an unknown id and every late response.
