@@ -194,7 +194,15 @@ func (p *Process) ExitError() *ExitError {
 	default:
 		return nil
 	}
-	<-p.drained
+	// stderr reaches EOF when every holder of its write end is gone; a
+	// grandchild may keep it open, so the tail is taken as it is after a
+	// short wait.
+	t := time.NewTimer(200 * time.Millisecond)
+	select {
+	case <-p.drained:
+	case <-t.C:
+	}
+	t.Stop()
 	e := &ExitError{ExitCode: p.state.ExitCode(), Status: p.state.String(), StderrTail: p.StderrTail()}
 	return e
 }

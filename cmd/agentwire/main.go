@@ -2,6 +2,7 @@
 //
 //	agentwire demo                 run the built-in demonstration
 //	agentwire serve echo [flags]   a JSON-RPC 2.0 test server on stdio
+//	agentwire call [flags] -- CMD  one request to a stdio server, then a clean shutdown
 //
 // Run `agentwire help` for the flags of each command.
 package main
@@ -23,6 +24,9 @@ Usage:
                                   session with it on the wire (good and bad lines,
                                   notifications, cancellation, batches, clean EOF)
   agentwire serve echo [flags]    serve the echo test server on stdin/stdout
+  agentwire call [flags] -- CMD [ARGS...]
+                                  start a stdio server, send it one request, print
+                                  the result, and shut it down with the ladder
   agentwire help                  show this text
 
 Flags of serve echo:
@@ -31,6 +35,18 @@ Flags of serve echo:
   --grace D                end-of-stream grace for running handlers (default 5s)
   --shutdown-timeout D     bound on cancelled handlers and the final drain (default 5s)
   --log-level L            debug, info, warn or error; logs go to stderr (default warn)
+
+Flags of call:
+  --method M               the request's method (default ping)
+  --params JSON            the request's params
+  --timeout D              how long to wait for the response (default 30s)
+  --grace D                each wait of the shutdown ladder: close stdin, wait D,
+                           SIGTERM the process group, wait D, SIGKILL (default 2s)
+  --report                 write a JSON report to stderr: shutdown outcome and time,
+                           stdout violations, late responses, restarts, exit code,
+                           stderr tail
+  --log-level L            (default error)
+Exit status of call: 0 result, 1 JSON-RPC error, 2 transport failure or bad usage.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -43,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(args[1:], stdout, stderr)
 	case "serve":
 		return runServe(args[1:], stderr)
+	case "call":
+		return runCall(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

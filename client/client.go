@@ -1,0 +1,457 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentwire/agentwire/process"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// ErrConnectionLost is matched (errors.Is) by the error of every call that
+// could not be answered because the connection or the server went away.
+var ErrConnectionLost = rpc.ErrConnectionLost
+
+// ErrClosed is returned by calls made after Close.
+var ErrClosed = errors.New("client: closed")
+
+// Defaults of RestartPolicy.
+const (
+	DefaultMaxRestarts = 3
+	DefaultBackoff     = 100 * time.Millisecond
+	maxBackoff         = 10 * time.Second
+)
+
+// RestartPolicy says whether and how a crashed server is started again
+// (SPEC K6). The zero value restarts up to 3 times, waiting 100 ms before the
+// first restart and twice as long before each next one.
+type RestartPolicy struct {
+	MaxRestarts int
+	Backoff     time.Duration
+}
+
+// Options configures a Client. The zero value (or nil) means the defaults.
+type Options struct {
+	// Cancel is the notification sent when a call's context ends first
+	// (SPEC K2). Nil means rpc.MCPCancel (notifications/cancelled with
+	// requestId and reason); use rpc.ACPCancel for $/cancel_request.
+	Cancel *rpc.CancelMethod
+	// NoCancel sends no cancellation at all.
+	NoCancel bool
+	// Strict ends the connection at the first line from the server that is
+	// not a valid message or that answers no call of ours. Default: such
+	// lines are counted, logged and offered to OnViolation (SPEC K3).
+	Strict bool
+	// OnViolation observes every such line.
+	OnViolation func(rpc.Violation)
+	// Handler serves notifications (and requests, where the protocol has
+	// them) from the server. Nil ignores notifications and answers requests
+	// with -32601.
+	Handler rpc.Handler
+	// MaxMessageBytes bounds one line from the server. Default 16 MiB.
+	MaxMessageBytes int
+	// Logger receives diagnostics. Nil means slog.Default().
+	Logger *slog.Logger
+
+	// Process configures a server started by Start.
+	Process *process.Options
+	// Restart, when set, restarts a server that exits or crashes. Nil
+	// never restarts.
+	Restart *RestartPolicy
+	// OnRestart is called after a crashed server was started again, with
+	// the number of restarts so far and the error that ended the previous
+	// one. Anything tied to the old process (a subscription stream, say)
+	// must be set up again.
+	OnRestart func(restarts int, lost error)
+}
+
+// ConnectionLostError is the error of a call whose connection ended. When
+// the server was a process it carries the exit status and stderr tail
+// (SPEC K5).
+type ConnectionLostError struct {
+	Exit  *process.ExitError // nil for a plain stream
+	Cause error              // why the connection ended, if it says
+}
+
+func (e *ConnectionLostError) Error() string {
+	switch {
+	case e.Exit != nil:
+		return "client: connection lost: " + e.Exit.Error()
+	case e.Cause != nil:
+		return "client: connection lost: " + e.Cause.Error()
+	}
+	return "client: connection lost"
+}
+
+// Unwrap makes the error match ErrConnectionLost, the exit error and the cause.
+func (e *ConnectionLostError) Unwrap() []error {
+	errs := []error{ErrConnectionLost}
+	if e.Exit != nil {
+		errs = append(errs, e.Exit)
+	}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	return errs
+}
+
+// Stats counts what a client has seen, over every server process it ran.
+type Stats struct {
+	Violations       int64 // lines that were not valid messages (stdout pollution)
+	UnknownResponses int64
+	LateResponses    int64 // responses to calls already abandoned
+	Restarts         int
+}
+
+// generation is one connection (and, for Start, one server process).
+type generation struct {
+	conn *rpc.Conn
+	proc *process.Process
+	next chan struct{} // closed when the client has moved on from this generation
+	lost error         // why it ended, set before next is closed
+}
+
+// Client is the calling side of a JSON-RPC connection: over any stream
+// (New), or to a server it starts and looks after (Start).
+type Client struct {
+	opts    Options
+	command process.Command
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	cur      *generation
+	closing  bool
+	failed   error // the client gave up: no more restarts
+	restarts int
+	past     rpc.Stats // stats of ended generations
+	closed   chan struct{}
+	monitors sync.WaitGroup
+}
+
+func resolve(o *Options) Options {
+	var s Options
+	if o != nil {
+		s = *o
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	if s.Restart != nil {
+		r := *s.Restart
+		if r.MaxRestarts <= 0 {
+			r.MaxRestarts = DefaultMaxRestarts
+		}
+		if r.Backoff <= 0 {
+			r.Backoff = DefaultBackoff
+		}
+		s.Restart = &r
+	}
+	return s
+}
+
+func (c *Client) connOptions() *rpc.Options {
+	o := &rpc.Options{
+		QuietOnBadInput: true, // a client never writes responses to bad server output
+		FatalViolations: c.opts.Strict,
+		OnViolation:     c.opts.OnViolation,
+		MaxMessageBytes: c.opts.MaxMessageBytes,
+		Logger:          c.log,
+		// A lost server leaves nothing to wait for.
+		EndOfStreamTimeout: time.Millisecond,
+	}
+	switch {
+	case c.opts.NoCancel:
+	case c.opts.Cancel != nil:
+		o.OutboundCancel = c.opts.Cancel
+	default:
+		o.OutboundCancel = &rpc.MCPCancel
+	}
+	return o
+}
+
+// New returns a client over an existing stream: r carries the server's
+// messages, w takes ours. If w has a Close method, Close uses it.
+func New(r io.Reader, w io.Writer, opts *Options) *Client {
+	c := &Client{opts: resolve(opts), closed: make(chan struct{})}
+	c.log = c.opts.Logger
+	c.cur = &generation{conn: rpc.New(r, w, c.opts.Handler, c.connOptions()), next: make(chan struct{})}
+	c.watch(c.cur)
+	return c
+}
+
+// Start launches a server (process.Start: exec.Command in its own process
+// group, stderr always drained) and returns a client talking to it over its
+// stdin and stdout.
+func Start(cmd process.Command, opts *Options) (*Client, error) {
+	c := &Client{opts: resolve(opts), command: cmd, closed: make(chan struct{})}
+	c.log = c.opts.Logger
+	g, err := c.spawn()
+	if err != nil {
+		return nil, err
+	}
+	c.cur = g
+	c.watch(g)
+	return c, nil
+}
+
+func (c *Client) spawn() (*generation, error) {
+	p, err := process.Start(c.command, c.opts.Process)
+	if err != nil {
+		return nil, err
+	}
+	conn := rpc.New(p.Stdout(), p.Stdin(), c.opts.Handler, c.connOptions())
+	return &generation{conn: conn, proc: p, next: make(chan struct{})}, nil
+}
+
+// watch waits for a generation to end and then restarts or gives up.
+func (c *Client) watch(g *generation) {
+	c.monitors.Add(1)
+	go func() {
+		defer c.monitors.Done()
+		<-g.conn.Done()
+		lost := c.lostError(g)
+		c.mu.Lock()
+		c.addStatsLocked(g.conn.Stats())
+		closing := c.closing
+		c.mu.Unlock()
+		if closing {
+			g.lost = lost
+			close(g.next)
+			return
+		}
+		c.log.Warn("client: connection to the server lost", "error", lost)
+		if g.proc != nil {
+			g.proc.Shutdown() // it may have closed stdout and still run
+		}
+		next, err := c.restart(lost)
+		c.mu.Lock()
+		g.lost = lost
+		if next != nil && c.closing {
+			// Closed while restarting: the new server is not wanted.
+			defer func() {
+				next.proc.Shutdown()
+				next.conn.Close()
+			}()
+			next = nil
+		}
+		if next != nil {
+			c.cur = next
+			c.restarts++
+		} else {
+			if err == nil {
+				err = lost
+			}
+			c.failed = err
+		}
+		restarts := c.restarts
+		c.mu.Unlock()
+		close(g.next)
+		if next != nil {
+			c.watch(next)
+			if c.opts.OnRestart != nil {
+				c.opts.OnRestart(restarts, lost)
+			}
+		}
+	}()
+}
+
+// restart starts a new server per the policy, or returns nil.
+func (c *Client) restart(lost error) (*generation, error) {
+	if c.opts.Restart == nil || c.command.Path == "" {
+		return nil, nil
+	}
+	c.mu.Lock()
+	n := c.restarts
+	c.mu.Unlock()
+	if n >= c.opts.Restart.MaxRestarts {
+		return nil, fmt.Errorf("client: server lost and %d restarts used up: %w", n, lost)
+	}
+	backoff := c.opts.Restart.Backoff << n
+	if backoff > maxBackoff || backoff <= 0 {
+		backoff = maxBackoff
+	}
+	t := time.NewTimer(backoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.closed:
+		return nil, ErrClosed
+	}
+	g, err := c.spawn()
+	if err != nil {
+		c.log.Error("client: restarting the server failed", "error", err)
+		return nil, fmt.Errorf("client: restarting the server: %w", err)
+	}
+	return g, nil
+}
+
+// lostError describes why a generation ended. For a process it waits (a
+// little) for the exit status, so the error can say how the server died.
+func (c *Client) lostError(g *generation) error {
+	e := &ConnectionLostError{Cause: g.conn.Wait()}
+	if g.proc != nil {
+		t := time.NewTimer(time.Second)
+		select {
+		case <-g.proc.Exited():
+			e.Exit = g.proc.ExitError()
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return e
+}
+
+func (c *Client) current() (*generation, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closing:
+		return nil, ErrClosed
+	case c.failed != nil:
+		return nil, c.failed
+	}
+	return c.cur, nil
+}
+
+// CallOption modifies one call.
+type CallOption func(*callOptions)
+
+type callOptions struct{ retry bool }
+
+// Retryable marks a call as safe to send twice (read-only): if the server
+// is lost before it answers and the restart policy starts a new one, the call
+// is retried once on the new server (SPEC K6).
+func Retryable() CallOption { return func(o *callOptions) { o.retry = true } }
+
+// Call sends a request and waits for its response. The result is returned
+// raw; an error response is a *jsonrpc.Error. If ctx ends first, the
+// cancellation notification is sent without waiting, the id is forgotten and
+// Call returns ctx's error at once (SPEC K2). If the server is lost, the
+// error is a *ConnectionLostError matching ErrConnectionLost.
+func (c *Client) Call(ctx context.Context, method string, params any, opts ...CallOption) (json.RawMessage, error) {
+	var co callOptions
+	for _, o := range opts {
+		o(&co)
+	}
+	g, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.callOn(ctx, g, method, params)
+	if err == nil || !co.retry || !errors.Is(err, ErrConnectionLost) {
+		return res, err
+	}
+	select {
+	case <-g.next:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	ng, nerr := c.current()
+	if nerr != nil || ng == g {
+		return nil, err
+	}
+	return c.callOn(ctx, ng, method, params)
+}
+
+func (c *Client) callOn(ctx context.Context, g *generation, method string, params any) (json.RawMessage, error) {
+	res, err := g.conn.Call(ctx, method, params)
+	if err != nil && errors.Is(err, ErrConnectionLost) && ctx.Err() == nil {
+		<-g.conn.Done()
+		return nil, c.lostError(g)
+	}
+	return res, err
+}
+
+// Notify sends a notification to the server.
+func (c *Client) Notify(ctx context.Context, method string, params any) error {
+	g, err := c.current()
+	if err != nil {
+		return err
+	}
+	return g.conn.Notify(ctx, method, params)
+}
+
+// Process returns the server process of the current connection (nil for a
+// client made with New).
+func (c *Client) Process() *process.Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil {
+		return nil
+	}
+	return c.cur.proc
+}
+
+// Stats returns counters over every connection the client has had.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.past
+	if c.cur != nil {
+		select {
+		case <-c.cur.next:
+		default:
+			now := c.cur.conn.Stats()
+			s.ParseErrors += now.ParseErrors
+			s.InvalidMessages += now.InvalidMessages
+			s.TooLong += now.TooLong
+			s.UnknownResponses += now.UnknownResponses
+			s.LateResponses += now.LateResponses
+		}
+	}
+	return Stats{
+		Violations:       s.ParseErrors + s.InvalidMessages + s.TooLong,
+		UnknownResponses: s.UnknownResponses,
+		LateResponses:    s.LateResponses,
+		Restarts:         c.restarts,
+	}
+}
+
+func (c *Client) addStatsLocked(s rpc.Stats) {
+	c.past.ParseErrors += s.ParseErrors
+	c.past.InvalidMessages += s.InvalidMessages
+	c.past.TooLong += s.TooLong
+	c.past.UnknownResponses += s.UnknownResponses
+	c.past.LateResponses += s.LateResponses
+}
+
+// Close ends the client. For a server it started, it runs the shutdown
+// ladder (close stdin, wait, SIGTERM to the group, wait, SIGKILL) and
+// returns how that ended; requests still in flight may be answered while
+// the server drains. For a stream client the result is zero.
+func (c *Client) Close() process.ShutdownResult {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		c.monitors.Wait()
+		return c.shutdownResult()
+	}
+	c.closing = true
+	close(c.closed)
+	g := c.cur
+	c.mu.Unlock()
+
+	var res process.ShutdownResult
+	if g.proc != nil {
+		res = g.proc.Shutdown()
+	}
+	g.conn.Close()
+	c.monitors.Wait()
+	return res
+}
+
+func (c *Client) shutdownResult() process.ShutdownResult {
+	c.mu.Lock()
+	g := c.cur
+	c.mu.Unlock()
+	if g == nil || g.proc == nil {
+		return process.ShutdownResult{}
+	}
+	return g.proc.Shutdown()
+}

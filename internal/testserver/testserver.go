@@ -1,0 +1,190 @@
+// Package testserver holds the misbehaving stdio servers agentwire's tests
+// run as real subprocesses: a test binary re-executes itself with
+// AGENTWIRE_TEST_SERVER=<mode>, and its TestMain hands control to Run.
+//
+// Modes (all answer the echo server's methods unless they say otherwise):
+//
+//	echo          the echo server; exits on stdin EOF
+//	polluted      prints "DEBUG: looking things up..." on stdout before every reply
+//	stderr-flood  writes 2 MiB to stderr before every reply
+//	crash         method "crash" writes "fatal: crashing on purpose" to stderr and exits 3
+//	crash-first   like crash, but only in the first process started with a given
+//	              AGENTWIRE_TEST_STATE directory; later processes answer {"ok":true}
+//	ignore-eof    answers, but keeps running after stdin EOF
+//	ignore-term   like ignore-eof, and ignores SIGTERM too
+//	grandchild    starts a child process (mode sleeper) in its group, writes
+//	              "grandchild <pid>" to stderr, then serves
+//	sleeper       sleeps for a minute
+//	stubborn      ignores cancellation: "sleep" always runs to the end
+//	recorder      like echo, and copies every line it receives to stderr
+package testserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentwire/agentwire/echo"
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/rpc"
+	"github.com/agentwire/agentwire/stdio"
+)
+
+// Env is the variable that selects a mode.
+const Env = "AGENTWIRE_TEST_SERVER"
+
+// StateEnv names a directory crash-first uses to remember earlier starts;
+// every start appends a line to its "starts" file.
+const StateEnv = "AGENTWIRE_TEST_STATE"
+
+// Command returns the environment entries that make the current test binary
+// run as the server in mode.
+func Command(mode string, extraEnv ...string) []string {
+	// A race-enabled binary sleeps a second at exit by default
+	// (atexit_sleep_ms), which would read as a server slow to exit.
+	env := append(os.Environ(), Env+"="+mode, "GORACE=atexit_sleep_ms=0")
+	return append(env, extraEnv...)
+}
+
+// Run serves the mode named by the environment and exits; it returns
+// without doing anything when the variable is not set.
+func Run() {
+	mode := os.Getenv(Env)
+	if mode == "" {
+		return
+	}
+	os.Exit(serve(mode))
+}
+
+func serve(mode string) int {
+	if dir := os.Getenv(StateEnv); dir != "" {
+		f, err := os.OpenFile(filepath.Join(dir, "starts"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintln(f, os.Getpid())
+			f.Close()
+		}
+	}
+	base := echo.Handler()
+	opts := echo.Options(nil)
+	noGuard := false
+	var in io.Reader = os.Stdin
+	handler := rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+		return base.Handle(ctx, r)
+	})
+	switch mode {
+	case "echo":
+	case "polluted":
+		noGuard = true
+		handler = func(ctx context.Context, r *rpc.Request) (any, error) {
+			fmt.Println("DEBUG: looking things up...")
+			return base.Handle(ctx, r)
+		}
+	case "stderr-flood":
+		chunk := strings.Repeat("e", 1023) + "\n"
+		handler = func(ctx context.Context, r *rpc.Request) (any, error) {
+			for range 2048 {
+				os.Stderr.WriteString(chunk)
+			}
+			os.Stderr.WriteString("last stderr line\n")
+			return base.Handle(ctx, r)
+		}
+	case "crash", "crash-first":
+		crash := true
+		if mode == "crash-first" {
+			crash = firstStart()
+		}
+		handler = func(ctx context.Context, r *rpc.Request) (any, error) {
+			if r.Method == "crash" {
+				if crash {
+					os.Stderr.WriteString("fatal: crashing on purpose\n")
+					os.Exit(3)
+				}
+				return map[string]bool{"ok": true}, nil
+			}
+			return base.Handle(ctx, r)
+		}
+	case "ignore-eof", "ignore-term":
+		if mode == "ignore-term" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		conn, err := stdio.Serve(handler, opts, nil)
+		if err != nil {
+			return 1
+		}
+		conn.Wait()
+		time.Sleep(time.Hour)
+		return 0
+	case "grandchild":
+		self, _ := os.Executable()
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), Env+"=sleeper")
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "cannot start grandchild:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "grandchild %d\n", cmd.Process.Pid)
+	case "sleeper":
+		time.Sleep(time.Minute)
+		return 0
+	case "stubborn":
+		opts.Cancel = []rpc.CancelMethod{}
+		handler = func(ctx context.Context, r *rpc.Request) (any, error) {
+			if r.Method == "sleep" {
+				var p struct{ MS int }
+				r.UnmarshalParams(&p)
+				time.Sleep(time.Duration(p.MS) * time.Millisecond)
+				return map[string]int{"slept": p.MS}, nil
+			}
+			return base.Handle(ctx, r)
+		}
+	case "recorder":
+		pr, pw := io.Pipe()
+		go func() {
+			sc := bufio.NewScanner(os.Stdin)
+			for sc.Scan() {
+				fmt.Fprintf(os.Stderr, "received %s\n", sc.Bytes())
+				pw.Write(append(sc.Bytes(), '\n'))
+			}
+			pw.Close()
+		}()
+		in = pr
+	default:
+		fmt.Fprintln(os.Stderr, "testserver: unknown mode", mode)
+		return 2
+	}
+	conn, err := stdio.Serve(handler, opts, &stdio.Config{NoGuard: noGuard, Stdin: in})
+	if err != nil {
+		return 1
+	}
+	if err := conn.Wait(); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// firstStart reports whether this is the first start recorded in the state
+// directory.
+func firstStart() bool {
+	dir := os.Getenv(StateEnv)
+	if dir == "" {
+		return true
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "starts"))
+	return strings.Count(string(b), "\n") <= 1
+}
+
+// ErrorCode extracts the code of a *jsonrpc.Error, or 0.
+func ErrorCode(err error) int64 {
+	if e, ok := err.(*jsonrpc.Error); ok {
+		return e.Code
+	}
+	return 0
+}
