@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,7 +74,7 @@ func (e *ExitError) Error() string {
 	if e.StderrTail == "" {
 		return "server " + e.Status
 	}
-	return fmt.Sprintf("server %s; stderr tail:\n%s", e.Status, e.StderrTail)
+	return fmt.Sprintf("server %s; stderr tail:\n%s", e.Status, strings.TrimRight(e.StderrTail, "\n"))
 }
 
 // ErrNotStarted is returned for a Command that cannot be started.

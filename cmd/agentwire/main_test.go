@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwire/agentwire/internal/testserver"
 	"go.uber.org/goleak"
 )
 
@@ -25,6 +26,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	testserver.Run() // when re-executed as a misbehaving server
 	dir, err := os.MkdirTemp("", "agentwire-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

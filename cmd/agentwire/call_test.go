@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentwire/agentwire/internal/testserver"
+)
+
+type callResult struct {
+	code   int
+	stdout string
+	stderr string
+	report callReport
+	took   time.Duration
+}
+
+// agentwireCall runs the built `agentwire call` against this test binary
+// re-executed as a server in mode.
+func agentwireCall(t *testing.T, mode string, args ...string) callResult {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, append(append([]string{"call"}, args...), "--", self)...)
+	cmd.Env = testserver.Command(mode)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err = cmd.Run()
+	r := callResult{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if i := strings.LastIndex(strings.TrimSpace(r.stderr), "\n{"); i >= 0 || strings.HasPrefix(r.stderr, "{") {
+		line := strings.TrimSpace(r.stderr[i+1:])
+		json.Unmarshal([]byte(line), &r.report)
+	}
+	return r
+}
+
+// Acceptance: with --grace 0.3s the report says exited (well under 0.3 s),
+// terminated (about 0.3 s) or killed (about 0.6 s).
+func TestCallShutdownLadder(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("POSIX ladder")
+	}
+	cases := []struct {
+		mode     string
+		outcome  string
+		min, max int64 // ms
+	}{
+		{"echo", "exited", 0, 150},
+		{"ignore-eof", "terminated", 300, 550},
+		{"ignore-term", "killed", 600, 900},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			r := agentwireCall(t, tc.mode, "--grace", "0.3s", "--report", "--method", "echo", "--params", `{"x":1}`)
+			if r.code != 0 || strings.TrimSpace(r.stdout) != `{"x":1}` {
+				t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			if r.report.Shutdown != tc.outcome || r.report.ShutdownMS < tc.min || r.report.ShutdownMS > tc.max {
+				t.Fatalf("report %+v, want %s in [%d, %d] ms", r.report, tc.outcome, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+// Acceptance: no process of the server's group is left afterwards.
+func TestCallLeavesNoProcessBehind(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("checks /proc")
+	}
+	r := agentwireCall(t, "grandchild", "--grace", "0.3s", "--report", "--method", "echo")
+	var pid int
+	if _, err := fmt.Sscanf(r.report.StderrTail, "grandchild %d", &pid); err != nil {
+		t.Fatalf("no grandchild pid in %+v (stderr %q)", r.report, r.stderr)
+	}
+	for i := 0; i < 100; i++ {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Fields(string(b))[2] == "Z" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	t.Fatalf("grandchild %d is still running", pid)
+}
+
+// Acceptance: a DEBUG line on stdout before the reply: the call succeeds and
+// the report counts 1 violation.
+func TestCallCountsStdoutPollution(t *testing.T) {
+	r := agentwireCall(t, "polluted", "--report", "--method", "echo", "--params", `[1]`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[1]" || r.report.StdoutViolations != 1 {
+		t.Fatalf("exit %d, stdout %q, report %+v", r.code, r.stdout, r.report)
+	}
+}
+
+// Acceptance: a server that exits in the middle of a call: exit 2 within a
+// second, with the exit status and the stderr tail in the message.
+func TestCallServerCrash(t *testing.T) {
+	r := agentwireCall(t, "crash", "--method", "crash", "--report")
+	if r.code != 2 || r.took > 1500*time.Millisecond {
+		t.Fatalf("exit %d after %v", r.code, r.took)
+	}
+	for _, want := range []string{"exit status 3", "fatal: crashing on purpose"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q: %s", want, r.stderr)
+		}
+	}
+	if r.report.ExitCode != 3 || r.report.Shutdown != "exited" {
+		t.Errorf("report %+v", r.report)
+	}
+}
+
+func TestCallExitCodes(t *testing.T) {
+	if r := agentwireCall(t, "echo", "--method", "fail", "--params", `{"code":-32001,"message":"no"}`); r.code != 1 ||
+		strings.TrimSpace(r.stdout) != `{"code":-32001,"message":"no"}` {
+		t.Errorf("JSON-RPC error: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := agentwireCall(t, "echo", "--method", "sleep", "--params", `{"ms":10000}`, "--timeout", "100ms"); r.code != 2 ||
+		!strings.Contains(r.stderr, "no response") {
+		t.Errorf("timeout: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := agentwireCall(t, "echo", "--params", `{bad`); r.code != 2 {
+		t.Errorf("bad params: exit %d", r.code)
+	}
+	cmd := exec.Command(binary, "call", "--", "/nonexistent/server")
+	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 2 {
+		t.Errorf("missing server: %v", err)
+	}
+}

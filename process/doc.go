@@ -1,0 +1,39 @@
+// Package process starts and stops stdio servers: the subprocess side of
+// the MCP stdio transport, done the way seed 001 says it goes wrong when it
+// is not.
+//
+// # Starting
+//
+// Start builds a fresh exec.Cmd from a Command for every start, with
+// exec.Command and never exec.CommandContext: cancelling a connect or call
+// context must not kill a running server (SPEC K8). The server runs in its
+// own process group (Unix), so signals reach the children it starts. Its
+// three pipes are ours, not exec's: exec.Cmd.Wait closes the pipes it made as
+// soon as the process exits, which would cut off output still in flight.
+//
+// # Standard error
+//
+// stderr is always drained by a goroutine (a server is never blocked on a
+// full stderr pipe; mcp-go#956), kept as a bounded tail for error messages
+// (64 KiB by default), and optionally copied to a sink through a bounded
+// queue: a slow sink loses chunks (StderrDropped) rather than blocking the
+// server. stderr output is never treated as an error (SPEC K4).
+//
+// # Stopping: the ladder
+//
+// Shutdown runs seed 001's ladder once (SPEC K7): close the server's stdin
+// (the only portable request to exit), wait Grace; SIGTERM to the process
+// group, wait Grace; SIGKILL to the group. The result says how it ended
+// (Exited, Terminated, Killed) and how long it took; with Grace 0.3 s the
+// three kinds of server of the seed take about 0.01 s, 0.3 s and 0.6 s.
+// Afterwards anything left in the group is killed, so a server that exited on
+// EOF cannot leave a grandchild running.
+//
+// On Windows there is no group and no SIGTERM: the terminate step only
+// waits, the last step is TerminateProcess, and children are not reached.
+//
+// # Exit
+//
+// ExitError reports how the process ended with the stderr tail; a client
+// puts it in the connection-lost error of the calls a crash failed (SPEC K5).
+package process
