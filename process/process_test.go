@@ -1,3 +1,5 @@
+//go:build unix
+
 package process_test
 
 import (
@@ -14,13 +16,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/testserver"
 	"github.com/agentwire/agentwire/process"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) {
-	testserver.Run()
-	goleak.VerifyTestMain(m)
-}
 
 func self(t *testing.T, mode string) process.Command {
 	t.Helper()
