@@ -40,6 +40,10 @@ type OutputOptions struct {
 	// WriteChunk is the largest single Write; progress is checked after
 	// each one. Default 16 KiB.
 	WriteChunk int
+	// OnError, if set, is called once (on a goroutine of its own) when a
+	// write fails, whoever was writing: the owner of the stream learns of a
+	// transport fault even when no producer is waiting.
+	OnError func(error)
 }
 
 // Output is the bounded outbound queue of one connection (SPEC C3, C5).
@@ -77,6 +81,8 @@ type Output struct {
 	progress   uint64 // completed chunk writes, for the idle watchdog
 	stopOnce   sync.Once
 	written    atomic.Int64
+	halted     atomic.Bool // set with err: a writer stops between chunks
+	onError    func(error)
 }
 
 // NewOutput returns an Output writing to w. If w also has a CloseWrite or
@@ -91,6 +97,7 @@ func NewOutput(w io.Writer, opts *OutputOptions) *Output {
 		if opts.WriteChunk > 0 {
 			o.chunk = opts.WriteChunk
 		}
+		o.onError = opts.OnError
 	}
 	o.cond.L = &o.mu
 	return o
@@ -231,22 +238,26 @@ func (o *Output) Send(parts ...[]byte) error {
 	if err := o.Enqueue(parts...); err != nil {
 		return err
 	}
-	o.Flush()
-	return nil
+	return o.Flush()
 }
 
 // Flush makes sure queued bytes are being written: if no writer is active,
 // the caller writes them now, until the queue is empty. It does not wait for
-// another goroutine's write to finish.
-func (o *Output) Flush() {
-	if o.queued.Load() == 0 {
-		return
+// another goroutine's write to finish. It returns an error once output has
+// failed.
+func (o *Output) Flush() error {
+	if o.queued.Load() == 0 && !o.halted.Load() {
+		return nil
 	}
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	if !o.writing && len(o.pending) > 0 && o.err == nil {
 		o.writeLocked()
 	}
-	o.mu.Unlock()
+	if o.err != nil && !errors.Is(o.err, errCleanClose) {
+		return o.closedErrLocked()
+	}
+	return nil
 }
 
 // Queued reports whether any bytes wait in the queue.
@@ -319,17 +330,32 @@ func (o *Output) writeLocked() {
 			o.spare = nil // drop a buffer grown by one huge message
 		}
 		if err != nil && o.err == nil {
-			o.err = err
-			o.pending = nil
-			o.queued.Store(0)
+			o.failLocked(err)
+			if o.onError != nil {
+				go o.onError(err)
+			}
 		}
 	}
 	o.writing = false
 	o.cond.Broadcast()
 }
 
+// failLocked records why output ended and drops what is queued.
+func (o *Output) failLocked(err error) {
+	o.err = err
+	o.halted.Store(true)
+	o.pending = nil
+	o.queued.Store(0)
+	o.cond.Broadcast()
+}
+
 func (o *Output) writeBlock(b []byte) error {
 	for len(b) > 0 {
+		if o.halted.Load() {
+			// Aborted or stalled meanwhile: not one more byte, even on a
+			// stream that could not be interrupted.
+			return ErrOutputClosed
+		}
 		n := min(len(b), o.chunk)
 		w, err := o.w.Write(b[:n])
 		if w > 0 {
@@ -367,11 +393,9 @@ func (o *Output) Abort(cause error) {
 	}
 	o.mu.Lock()
 	if o.err == nil {
-		o.err = cause
+		o.failLocked(cause)
 	}
 	o.closed = true
-	o.pending = nil
-	o.queued.Store(0)
 	o.cond.Broadcast()
 	o.mu.Unlock()
 	o.stopStream(true)
@@ -456,10 +480,7 @@ func (o *Output) stalled() {
 		o.mu.Unlock()
 		return
 	}
-	o.err = ErrStalled
-	o.pending = nil
-	o.queued.Store(0)
-	o.cond.Broadcast()
+	o.failLocked(ErrStalled)
 	o.mu.Unlock()
 	o.stopStream(true)
 }

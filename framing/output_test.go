@@ -182,3 +182,39 @@ func TestAbort(t *testing.T) {
 		r.Close()
 	})
 }
+
+// gateWriter accepts one chunk per token and cannot be interrupted (no
+// Close, no write deadline).
+type gateWriter struct {
+	gate chan struct{}
+	n    atomic.Int64
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	<-g.gate
+	g.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// Regression (found in review): after CloseWithin gave up, a writer that
+// could not be interrupted went on writing the rest of its block.
+func TestRegressionNothingWrittenAfterStallOnUninterruptibleStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gateWriter{gate: make(chan struct{})}
+		o := framing.NewOutput(g, &framing.OutputOptions{WriteChunk: 16})
+		sent := make(chan struct{})
+		go func() {
+			o.Send([]byte(strings.Repeat("x", 200))) // 13 chunks; blocks in the first
+			close(sent)
+		}()
+		synctest.Wait()
+		if err := o.CloseWithin(time.Second, 2*time.Second); !errors.Is(err, framing.ErrStalled) {
+			t.Fatalf("CloseWithin = %v", err)
+		}
+		close(g.gate) // the peer resumes reading
+		<-sent
+		if n := g.n.Load(); n > 16 {
+			t.Errorf("%d bytes written after the stall was reported", n)
+		}
+	})
+}

@@ -85,6 +85,9 @@ type DecodeError struct {
 	// "method": a broken response. Responses are never answered, so two
 	// peers cannot trade error replies forever.
 	Response bool
+	// Notification is true when the object has "method" and no "id": a
+	// broken notification, which is dropped rather than answered (SPEC W4).
+	Notification bool
 }
 
 func (e *DecodeError) Error() string {
@@ -224,6 +227,7 @@ func decodeObject(obj []byte, base int, opts *DecodeOptions) (Message, error) {
 			e.ID = m.ID
 		}
 		e.Response = m.Method == nil && (m.Result != nil || m.Error != nil)
+		e.Notification = m.Method != nil && m.ID == nil
 		return Message{}, e
 	}
 

@@ -42,6 +42,7 @@ type Conn struct {
 	opts    settings
 	handler Handler
 	r       io.Reader
+	w       io.Writer
 	in      *framing.LineReader
 	out     *framing.Output
 	decode  jsonrpc.DecodeOptions
@@ -75,7 +76,9 @@ type Conn struct {
 	active    int                     // admitted handlers not yet finished
 	idle      chan struct{}           // closed when active drops to 0 after stopping
 	stopping  bool
-	closeCall bool // Close was called
+	hurried   bool          // the grace was cut short (Close or a fault during it)
+	hurry     chan struct{} // closed when hurried
+	closeCall bool          // Close was called
 	cause     error
 
 	nextID atomic.Int64
@@ -108,13 +111,19 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 		handler:  h,
 		r:        r,
 		in:       framing.NewLineReader(r, s.MaxMessageBytes),
-		out:      framing.NewOutput(w, &framing.OutputOptions{QueueLimit: s.OutputQueueBytes, WriteChunk: s.WriteChunkBytes}),
+		w:        w,
 		decode:   jsonrpc.DecodeOptions{AllowNullID: s.AllowNullID},
 		slots:    make(chan struct{}, s.MaxConcurrentRequests),
 		inflight: make(map[jsonrpc.ID]*Request),
 		pending:  make(map[string]*pendingCall),
 		done:     make(chan struct{}),
 	}
+	c.out = framing.NewOutput(w, &framing.OutputOptions{
+		QueueLimit: s.OutputQueueBytes,
+		WriteChunk: s.WriteChunkBytes,
+		OnError:    c.outputFailed, // a failed write is a transport fault (SPEC C6)
+	})
+	c.hurry = make(chan struct{})
 	c.base, c.cancelBase = context.WithCancelCause(context.Background())
 	c.promoteAfter = s.InlineBudget
 	if c.promoteAfter < 0 {
@@ -161,7 +170,7 @@ func (c *Conn) readLoop() {
 		if !c.in.HasLine() && c.out.Queued() {
 			// About to wait for input: write what inline handlers queued,
 			// so replies to a burst of requests leave in one write.
-			if !c.asReader(c.out.Flush) {
+			if !c.asReader(c.flushOut) {
 				return
 			}
 		}
@@ -193,6 +202,10 @@ func (c *Conn) readLoop() {
 		}
 	}
 }
+
+// flushOut writes what is queued; a failure reaches outputFailed through
+// the Output's OnError.
+func (c *Conn) flushOut() { _ = c.out.Flush() }
 
 func isBlank(line []byte) bool {
 	for _, b := range line {
@@ -241,8 +254,10 @@ func (c *Conn) badMessage(line []byte, err error) {
 		kind = ViolationParse
 	}
 	c.violation(kind, line, err)
-	if de.Response {
-		return // never answer a response, even a broken one
+	if de.Response || de.Notification {
+		// Never answer a response, even a broken one; a broken
+		// notification is dropped and logged (SPEC W4).
+		return
 	}
 	id := jsonrpc.NullID
 	if de.ID != nil {
@@ -307,20 +322,25 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
 	if c.ordered.Load() && c.hold(req) {
 		return true
 	}
-	if !c.acquire(req) {
+	barrier := c.opts.IsBarrier != nil && c.opts.IsBarrier(req.Method)
+	if !c.acquire(req, barrier) {
 		return true
 	}
 	if !c.register(req) {
 		<-c.slots
 		return true
 	}
-	barrier := c.opts.IsBarrier != nil && c.opts.IsBarrier(req.Method)
 	switch {
 	case barrier:
 		c.ordered.Store(true)
 		if b != nil {
-			c.run(req, false)
-			c.barrierDone()
+			// Inside a batch the reader must go on with the batch's
+			// other elements, which are held behind the barrier like
+			// the lines that follow it.
+			go func() {
+				c.run(req, false)
+				c.barrierDone()
+			}()
 			return true
 		}
 		stillReader := c.runInline(req)
@@ -339,38 +359,55 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
 // run.
 func (c *Conn) register(req *Request) bool {
 	c.mu.Lock()
-	if c.stopping {
-		c.mu.Unlock()
-		c.unanswered(req)
+	ok, dup := c.registerLocked(req)
+	c.mu.Unlock()
+	if !ok {
+		if dup {
+			c.answerDup(req)
+		} else {
+			c.unanswered(req)
+		}
 		return false
 	}
-	if req.ID != "" {
-		if _, dup := c.inflight[req.ID]; dup {
-			c.mu.Unlock()
-			c.answerDirect(req, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
-				"Invalid Request: id %s is already in use by a request in flight", req.ID))
-			return false
-		}
-		c.inflight[req.ID] = req
-	}
-	c.active++
-	c.mu.Unlock()
 	req.ctx, req.cancel = context.WithCancelCause(c.base)
 	return true
 }
 
+// registerLocked does register's bookkeeping with c.mu held.
+func (c *Conn) registerLocked(req *Request) (ok, dup bool) {
+	if c.stopping {
+		return false, false
+	}
+	if req.ID != "" {
+		if _, taken := c.inflight[req.ID]; taken {
+			return false, true
+		}
+		c.inflight[req.ID] = req
+	}
+	c.active++
+	return true, false
+}
+
+func (c *Conn) answerDup(req *Request) {
+	c.answerDirect(req, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+		"Invalid Request: id %s is already in use by a request in flight", req.ID))
+}
+
 // hold queues a request behind a running barrier. It reports false when the
-// barrier has finished meanwhile (dispatch normally). The queue is bounded:
-// a reader that finds it full waits, pausing input like a full set of slots.
+// barrier has finished meanwhile (dispatch normally). Checking that a
+// barrier still runs and appending happen under one lock, so barrierDone
+// cannot miss a request it should dispatch. The queue is bounded: a reader
+// that finds it full waits, pausing input like a full set of slots.
 func (c *Conn) hold(req *Request) bool {
+	ctx, cancel := context.WithCancelCause(c.base)
 	for {
 		c.mu.Lock()
 		if !c.ordered.Load() {
 			c.mu.Unlock()
+			cancel(nil)
 			return false
 		}
 		if len(c.held) < c.opts.MaxConcurrentRequests {
-			c.mu.Unlock()
 			break
 		}
 		if c.heldRoom == nil {
@@ -382,14 +419,23 @@ func (c *Conn) hold(req *Request) bool {
 		select {
 		case <-room:
 		case <-c.base.Done():
+			cancel(nil)
 			c.unanswered(req)
 			return true
 		}
 	}
-	if !c.register(req) {
+	// c.mu is held.
+	if ok, dup := c.registerLocked(req); !ok {
+		c.mu.Unlock()
+		cancel(nil)
+		if dup {
+			c.answerDup(req)
+		} else {
+			c.unanswered(req)
+		}
 		return true
 	}
-	c.mu.Lock()
+	req.ctx, req.cancel = ctx, cancel
 	c.held = append(c.held, req)
 	c.mu.Unlock()
 	return true
@@ -414,13 +460,14 @@ func (c *Conn) barrierDone() {
 		c.signalHeldRoomLocked()
 		c.mu.Unlock()
 
-		if !c.acquire(req) {
+		barrier := c.opts.IsBarrier != nil && c.opts.IsBarrier(req.Method)
+		if !c.acquire(req, barrier) {
 			req.cancel(nil)
 			c.forget(req)
 			c.exit()
 			continue
 		}
-		if c.opts.IsBarrier != nil && c.opts.IsBarrier(req.Method) {
+		if barrier {
 			c.run(req, false)
 			continue
 		}
@@ -446,13 +493,14 @@ func (c *Conn) unanswered(req *Request) {
 // acquire takes a handler slot. When none is free it either pauses until
 // one is (after flushing, so the replies that would free slots are not stuck
 // behind us) or, with RejectWhenBusy, answers a request at once.
-func (c *Conn) acquire(req *Request) bool {
+func (c *Conn) acquire(req *Request, barrier bool) bool {
 	select {
 	case c.slots <- struct{}{}:
 		return true
 	default:
 	}
-	if c.opts.RejectWhenBusy && req.ID != "" {
+	// Barriers (control requests) are never refused: they wait.
+	if c.opts.RejectWhenBusy && req.ID != "" && !barrier {
 		c.stats.busy.Add(1)
 		c.answerDirect(req, c.opts.busyError)
 		return false
@@ -771,7 +819,7 @@ func (c *Conn) handleBatch(line []byte) {
 			var de *jsonrpc.DecodeError
 			errors.As(err, &de)
 			c.violation(ViolationInvalid, elem, err)
-			if de == nil || de.Response || c.opts.QuietOnBadInput {
+			if de == nil || de.Response || de.Notification || c.opts.QuietOnBadInput {
 				return
 			}
 			id := jsonrpc.NullID

@@ -64,7 +64,9 @@
 // not a valid message (with its id when readable), for an empty or oversized
 // batch, for a duplicate id of a request in flight, and for a line over
 // MaxMessageBytes (16 MiB), which is skipped without being buffered.
-// Responses, even broken ones, are never answered. A handler panic is
+// Responses, even broken ones, are never answered, and neither are broken
+// notifications (a "method" and no "id"): they are dropped and logged. A
+// handler panic is
 // recovered and answered -32603 (SPEC C10). Every case is counted in Stats and
 // reported to OnViolation; QuietOnBadInput suppresses the replies, as the
 // client side of a connection must.
@@ -78,8 +80,12 @@
 // within ShutdownTimeout, and the whole linger after EOF stays within grace +
 // shutdown (10 s). A reply that a handler produces after that is dropped.
 //
-// Close, a read error and a write error skip the grace (SPEC C6): contexts
-// are cancelled at once, then the same shutdown bound applies. A failed
+// Close, a read error and a write error skip the grace (SPEC C6), also when
+// they happen during it: contexts are cancelled at once, then the same
+// shutdown bound applies. A write error is noticed whoever was writing
+// (framing.OutputOptions.OnError). When input and output are one stream (a
+// socket), input is shut with CloseRead, or left open until output is
+// drained, so the last replies are not lost. A failed
 // write ends output for good: nothing is written after it (SPEC C5). When
 // everything is done, Done is closed and Wait returns nil for a clean end, or
 // the transport error. Calls still pending fail with ErrConnectionLost.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/agentwire/agentwire/framing"
@@ -73,6 +74,16 @@ func (c *Conn) writeFailed(err error) {
 func (c *Conn) stop(cause error, graceful bool) {
 	c.mu.Lock()
 	if c.stopping {
+		// Already shutting down. Close or a transport fault during the
+		// end-of-stream grace cuts the grace short (SPEC C6), and a fault
+		// becomes the cause.
+		if !graceful && !c.hurried {
+			c.hurried = true
+			close(c.hurry)
+		}
+		if c.cause == nil && cause != nil {
+			c.cause = cause
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -95,16 +106,25 @@ func (c *Conn) stop(cause error, graceful bool) {
 	for _, pc := range pending {
 		pc.ch <- callResult{err: lost}
 	}
-	go c.shutdown(idle, cause, graceful)
+	go c.shutdown(idle, graceful)
 }
 
-func (c *Conn) shutdown(idle <-chan struct{}, cause error, graceful bool) {
+func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 	start := time.Now()
 	budget := c.opts.ShutdownTimeout
 	if graceful {
 		budget += c.opts.EndOfStreamTimeout
-		waitFor(idle, c.opts.EndOfStreamTimeout)
+		t := time.NewTimer(c.opts.EndOfStreamTimeout)
+		select {
+		case <-idle:
+		case <-c.hurry:
+		case <-t.C:
+		}
+		t.Stop()
 	}
+	c.mu.Lock()
+	cause := c.cause
+	c.mu.Unlock()
 	handlerCause := cause
 	switch {
 	case handlerCause != nil:
@@ -117,9 +137,7 @@ func (c *Conn) shutdown(idle <-chan struct{}, cause error, graceful bool) {
 	c.watchdog.Stop()
 	if !graceful {
 		// Unblock a reader waiting for input that will never matter now.
-		if cl, ok := c.r.(io.Closer); ok {
-			_ = cl.Close()
-		}
+		c.closeInput()
 	}
 	waitFor(idle, c.opts.ShutdownTimeout)
 
@@ -130,9 +148,12 @@ func (c *Conn) shutdown(idle <-chan struct{}, cause error, graceful bool) {
 		c.out.Abort(framing.ErrStalled)
 		outErr = c.out.Err()
 	}
-	if cl, ok := c.r.(io.Closer); ok && graceful {
+	if cl, ok := c.r.(io.Closer); ok {
 		_ = cl.Close()
 	}
+	c.mu.Lock()
+	cause = c.cause // a fault during the shutdown counts too
+	c.mu.Unlock()
 	switch {
 	case cause != nil:
 		c.err = cause
@@ -140,6 +161,33 @@ func (c *Conn) shutdown(idle <-chan struct{}, cause error, graceful bool) {
 		c.err = fmt.Errorf("rpc: draining output: %w", outErr)
 	}
 	close(c.done)
+}
+
+// closeInput stops the reader before output is drained. A stream that is
+// both our input and our output (a socket) must keep its write half: it gets
+// CloseRead when it has one, and is otherwise left to be closed after the
+// drain.
+func (c *Conn) closeInput() {
+	if cr, ok := c.r.(interface{ CloseRead() error }); ok {
+		_ = cr.CloseRead()
+		return
+	}
+	if sameStream(c.r, c.w) {
+		return
+	}
+	if cl, ok := c.r.(io.Closer); ok {
+		_ = cl.Close()
+	}
+}
+
+// sameStream reports whether r and w are one object (comparing only values
+// that can be compared without a panic).
+func sameStream(r io.Reader, w io.Writer) bool {
+	wr, ok := w.(io.Reader)
+	if !ok || reflect.TypeOf(r) != reflect.TypeOf(wr) || !reflect.TypeOf(r).Comparable() {
+		return false
+	}
+	return r == wr
 }
 
 func waitFor(ch <-chan struct{}, d time.Duration) bool {
