@@ -148,7 +148,9 @@ func (c *Conn) Wait() error {
 // Close shuts the connection down without the end-of-stream grace (SPEC
 // C6): handler contexts are cancelled at once, handlers get ShutdownTimeout
 // to return, queued output is drained within the same bound, and both streams
-// are closed. It waits for all of that and returns Wait's result.
+// are closed. It waits for all of that and returns Wait's result. A handler
+// that wants to end its own connection should call Close on a new goroutine:
+// Close waits for running handlers, the caller included.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	c.closeCall = true
