@@ -28,6 +28,12 @@ var ErrClosed = errors.New("rpc: connection closed")
 // grace period ran out.
 var ErrEndOfStream = errors.New("rpc: input ended")
 
+// ErrNoResponse, returned by a handler, leaves a request unanswered. It
+// exists for servers that must imitate peers which stay silent (a legacy MCP
+// server that ignores everything before initialize); a well-behaved handler
+// always answers.
+var ErrNoResponse = errors.New("rpc: leave the request unanswered")
+
 // ErrProtocolViolation is matched by Wait's error when FatalViolations
 // ended the connection.
 var ErrProtocolViolation = errors.New("rpc: protocol violation")
@@ -84,6 +90,9 @@ type Conn struct {
 	nextID atomic.Int64
 	stats  stats
 
+	inputDone chan struct{} // closed when input has ended or shutdown began
+	inputOnce sync.Once
+
 	done chan struct{}
 	err  error
 }
@@ -117,6 +126,8 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 		inflight: make(map[jsonrpc.ID]*Request),
 		pending:  make(map[string]*pendingCall),
 		done:     make(chan struct{}),
+
+		inputDone: make(chan struct{}),
 	}
 	c.out = framing.NewOutput(w, &framing.OutputOptions{
 		QueueLimit: s.OutputQueueBytes,
@@ -134,6 +145,12 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 	go c.readLoop()
 	return c
 }
+
+// InputDone is closed when no more input will be read: at end of input, or
+// when shutdown begins. Long-running handlers that serve a stream (an MCP
+// subscription, say) use it to end gracefully instead of waiting out the
+// end-of-stream grace.
+func (c *Conn) InputDone() <-chan struct{} { return c.inputDone }
 
 // Done is closed when the connection has shut down.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -635,6 +652,13 @@ func errorObject(req *Request, err error) *jsonrpc.Error {
 
 // answer queues the response of a request unless the peer silenced it.
 func (c *Conn) answer(req *Request, result any, err error, inline bool) {
+	if errors.Is(err, ErrNoResponse) {
+		req.mu.Lock()
+		c.forget(req)
+		c.unanswered(req)
+		req.mu.Unlock()
+		return
+	}
 	var raw []byte
 	var eobj *jsonrpc.Error
 	if err != nil {

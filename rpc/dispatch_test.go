@@ -421,3 +421,36 @@ func TestFatalViolations(t *testing.T) {
 		}
 	})
 }
+
+// A handler may leave a request unanswered on purpose (ErrNoResponse), and
+// InputDone tells long-running handlers that input has ended.
+func TestNoResponseAndInputDone(t *testing.T) {
+	h := rpc.Methods{
+		"silent": func(context.Context, *rpc.Request) (any, error) { return nil, rpc.ErrNoResponse },
+		"stream": func(ctx context.Context, r *rpc.Request) (any, error) {
+			select {
+			case <-r.Conn().InputDone():
+				return "input ended", nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	}
+	runWire(t, h, nil, func(w *wire) {
+		if got := w.exchange(req(1, "silent", "")); len(got) != 0 {
+			t.Fatalf("silent answered %q", got)
+		}
+		w.send(req(2, "stream", ""))
+		w.sleep(time.Millisecond)
+		start := time.Now()
+		w.in.Close()
+		<-w.conn.Done()
+		if d := time.Since(start); d != 0 {
+			t.Errorf("stream ended %v after EOF", d)
+		}
+		<-w.eof
+		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":2,"result":"input ended"}`}) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}

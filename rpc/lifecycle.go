@@ -89,6 +89,7 @@ func (c *Conn) stop(cause error, graceful bool) {
 	}
 	c.stopping = true
 	c.cause = cause
+	c.inputOnce.Do(func() { close(c.inputDone) })
 	idle := make(chan struct{})
 	if c.active == 0 {
 		close(idle)
