@@ -28,13 +28,13 @@ func req(id any, method, params string) string {
 func TestConcurrentRequestsAnswerOutOfOrder(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
 		start := time.Now()
-		w.send(req(1, "sleep", `{"ms":300}`), req(2, "sleep", `{"ms":100}`))
-		w.sleep(100 * time.Millisecond)
-		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":2,"result":{"slept":100}}`}) {
+		w.Send(req(1, "sleep", `{"ms":300}`), req(2, "sleep", `{"ms":100}`))
+		w.Sleep(100 * time.Millisecond)
+		if got := w.Take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":2,"result":{"slept":100}}`}) {
 			t.Fatalf("at %v got %q", time.Since(start), got)
 		}
-		w.sleep(200 * time.Millisecond)
-		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":{"slept":300}}`}) {
+		w.Sleep(200 * time.Millisecond)
+		if got := w.Take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":{"slept":300}}`}) {
 			t.Fatalf("at %v got %q", time.Since(start), got)
 		}
 	})
@@ -44,17 +44,17 @@ func TestConcurrentRequestsAnswerOutOfOrder(t *testing.T) {
 // request is unaffected (SPEC W5).
 func TestDuplicateInFlightID(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
-		w.send(req(1, "sleep", `{"ms":50}`))
-		got := w.exchange(req(1, "echo", `[2]`))
+		w.Send(req(1, "sleep", `{"ms":50}`))
+		got := w.Exchange(req(1, "echo", `[2]`))
 		if len(got) != 1 || errCode(t, got[0]) != jsonrpc.CodeInvalidRequest || field(t, got[0], "id") != "1" {
 			t.Fatalf("duplicate got %q", got)
 		}
-		w.sleep(50 * time.Millisecond)
-		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":{"slept":50}}`}) {
+		w.Sleep(50 * time.Millisecond)
+		if got := w.Take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":{"slept":50}}`}) {
 			t.Fatalf("first request got %q", got)
 		}
 		// Once answered, the id may be used again.
-		if got := w.exchange(req(1, "echo", `[3]`)); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":[3]}`}) {
+		if got := w.Exchange(req(1, "echo", `[3]`)); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":[3]}`}) {
 			t.Fatalf("reused id got %q", got)
 		}
 	})
@@ -64,8 +64,8 @@ func TestDuplicateInFlightID(t *testing.T) {
 // order it sent them (SPEC W8).
 func TestHandlerNotificationsPrecedeResponse(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
-		w.send(req(1, "notify", `{"count":5}`))
-		got := w.take()
+		w.Send(req(1, "notify", `{"count":5}`))
+		got := w.Take()
 		want := []string{}
 		for i := 1; i <= 5; i++ {
 			want = append(want, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notify/tick","params":{"i":%d}}`, i))
@@ -81,17 +81,17 @@ func TestHandlerNotificationsPrecedeResponse(t *testing.T) {
 // the connection keeps serving (SPEC C10, W3).
 func TestPanicIsAnswered(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
-		got := w.exchange(req(1, "panic", ""))
+		got := w.Exchange(req(1, "panic", ""))
 		if len(got) != 1 || errCode(t, got[0]) != jsonrpc.CodeInternalError {
 			t.Fatalf("got %q", got)
 		}
 		if !strings.Contains(got[0], `"data":{"exception":"*errors.errorString","panic":true}`) {
 			t.Errorf("panic reply lacks data.exception: %s", got[0])
 		}
-		if n := w.conn.Stats().Panics; n != 1 {
+		if n := w.Conn.Stats().Panics; n != 1 {
 			t.Errorf("Stats.Panics = %d", n)
 		}
-		if got := w.exchange(req(2, "echo", `[1]`)); len(got) != 1 || errCode(t, got[0]) != 0 {
+		if got := w.Exchange(req(2, "echo", `[1]`)); len(got) != 1 || errCode(t, got[0]) != 0 {
 			t.Fatalf("after panic got %q", got)
 		}
 	})
@@ -103,7 +103,7 @@ func TestHandlerErrorNamesItsType(t *testing.T) {
 		return nil, fmt.Errorf("wrapped: %w", errors.New("boom"))
 	}}
 	runWire(t, h, nil, func(w *wire) {
-		got := w.exchange(req(1, "boom", ""))
+		got := w.Exchange(req(1, "boom", ""))
 		want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error: wrapped: boom","data":{"exception":"*fmt.wrapError"}}}`
 		if !slices.Equal(got, []string{want}) {
 			t.Fatalf("got %q", got)
@@ -119,7 +119,7 @@ func TestUnencodableResult(t *testing.T) {
 		"bad":  func(context.Context, *rpc.Request) (any, error) { return json.RawMessage("{"), nil },
 	}
 	runWire(t, h, nil, func(w *wire) {
-		got := w.exchange(req(1, "chan", ""), req(2, "raw", ""), req(3, "bad", ""))
+		got := w.Exchange(req(1, "chan", ""), req(2, "raw", ""), req(3, "bad", ""))
 		if len(got) != 3 || errCode(t, got[0]) != jsonrpc.CodeInternalError || errCode(t, got[2]) != jsonrpc.CodeInternalError {
 			t.Fatalf("got %q", got)
 		}
@@ -138,18 +138,18 @@ func TestCancelSilencesRequest(t *testing.T) {
 	} {
 		t.Run(strings.Split(form, `"`)[7], func(t *testing.T) {
 			runWire(t, nil, nil, func(w *wire) {
-				w.send(req(7, "sleep", `{"ms":10000}`))
-				w.sleep(time.Millisecond) // the handler is running
-				w.send(form)
-				w.sleep(20 * time.Second)
-				if got := w.take(); len(got) != 0 {
+				w.Send(req(7, "sleep", `{"ms":10000}`))
+				w.Sleep(time.Millisecond) // the handler is running
+				w.Send(form)
+				w.Sleep(20 * time.Second)
+				if got := w.Take(); len(got) != 0 {
 					t.Fatalf("cancelled request was answered: %q", got)
 				}
-				if n := w.conn.Stats().Cancelled; n != 1 {
+				if n := w.Conn.Stats().Cancelled; n != 1 {
 					t.Errorf("Stats.Cancelled = %d", n)
 				}
 				// The id is free again at once.
-				if got := w.exchange(req(7, "echo", `[1]`)); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":7,"result":[1]}`}) {
+				if got := w.Exchange(req(7, "echo", `[1]`)); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":7,"result":[1]}`}) {
 					t.Fatalf("reused id got %q", got)
 				}
 			})
@@ -170,7 +170,7 @@ func TestCancelBeforeHandlerRunsAndUnknownIDs(t *testing.T) {
 		return "too late", nil
 	}}
 	runWire(t, h, nil, func(w *wire) {
-		got := w.exchange(req(1, "wait", ""),
+		got := w.Exchange(req(1, "wait", ""),
 			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
 			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nobody"}}`,
 			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}`,
@@ -193,7 +193,7 @@ func TestNonSilencingCancelStillAnswers(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	runWire(t, h, nil, func(w *wire) {
-		got := w.exchange(req(1, "wait", ""), `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+		got := w.Exchange(req(1, "wait", ""), `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
 		want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32800,"message":"Request cancelled"}}`
 		if !slices.Equal(got, []string{want}) {
 			t.Fatalf("got %q", got)
@@ -233,20 +233,20 @@ func TestBarrierOrdersLaterMessages(t *testing.T) {
 	}
 	opts := &rpc.Options{IsBarrier: func(m string) bool { return m == "init" }}
 	runWire(t, h, opts, func(w *wire) {
-		w.send(req(1, "sleep", ""), req(2, "init", ""), req(3, "work", ""))
-		got := w.take()
+		w.Send(req(1, "sleep", ""), req(2, "init", ""), req(3, "work", ""))
+		got := w.Take()
 		if len(got) != 1 || !strings.Contains(got[0], `"method":"client/ask"`) {
 			t.Fatalf("want the barrier's call to the client, got %q", got)
 		}
 		id := field(t, got[0], "id")
-		w.send(`{"jsonrpc":"2.0","id":` + id + `,"result":"yes"}`)
-		got = w.take()
+		w.Send(`{"jsonrpc":"2.0","id":` + id + `,"result":"yes"}`)
+		got = w.Take()
 		want := []string{`{"jsonrpc":"2.0","id":2,"result":"yes"}`, `{"jsonrpc":"2.0","id":3,"result":"done"}`}
 		if !slices.Equal(got, want) {
 			t.Fatalf("got %q want %q", got, want)
 		}
-		w.sleep(time.Second)
-		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":"slept"}`}) {
+		w.Sleep(time.Second)
+		if got := w.Take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":"slept"}`}) {
 			t.Fatalf("the earlier request got %q", got)
 		}
 		if !slices.Equal(order, []string{"init", "work"}) {
@@ -259,16 +259,16 @@ func TestBarrierOrdersLaterMessages(t *testing.T) {
 // A4) and the connection keeps serving.
 func TestRejectWhenBusy(t *testing.T) {
 	runWire(t, nil, &rpc.Options{MaxConcurrentRequests: 2, RejectWhenBusy: true}, func(w *wire) {
-		got := w.exchange(req(1, "sleep", `{"ms":100}`), req(2, "sleep", `{"ms":100}`), req(3, "sleep", `{"ms":100}`))
+		got := w.Exchange(req(1, "sleep", `{"ms":100}`), req(2, "sleep", `{"ms":100}`), req(3, "sleep", `{"ms":100}`))
 		want := `{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"server busy: too many requests in flight","data":{"limit":2,"reason":"connection_busy"}}}`
 		if !slices.Equal(got, []string{want}) {
 			t.Fatalf("got %q", got)
 		}
-		w.sleep(100 * time.Millisecond)
-		if got := w.take(); len(got) != 2 {
+		w.Sleep(100 * time.Millisecond)
+		if got := w.Take(); len(got) != 2 {
 			t.Fatalf("the admitted requests got %q", got)
 		}
-		if n := w.conn.Stats().Rejected; n != 1 {
+		if n := w.Conn.Stats().Rejected; n != 1 {
 			t.Errorf("Stats.Rejected = %d", n)
 		}
 	})
@@ -278,24 +278,24 @@ func TestRejectWhenBusy(t *testing.T) {
 // that found no slot waits, and the line after it is not even read.
 func TestBusyPausesReading(t *testing.T) {
 	runWire(t, nil, &rpc.Options{MaxConcurrentRequests: 2}, func(w *wire) {
-		w.send(req(1, "sleep", `{"ms":100}`), req(2, "sleep", `{"ms":100}`), req(3, "echo", `[3]`))
+		w.Send(req(1, "sleep", `{"ms":100}`), req(2, "sleep", `{"ms":100}`), req(3, "echo", `[3]`))
 		var fourthRead atomic.Bool
 		go func() {
-			w.send(req(4, "echo", `[4]`))
+			w.Send(req(4, "echo", `[4]`))
 			fourthRead.Store(true)
 		}()
-		w.settle()
+		w.Settle()
 		if fourthRead.Load() {
 			t.Fatal("the server kept reading with every slot taken")
 		}
-		if got := w.take(); len(got) != 0 {
+		if got := w.Take(); len(got) != 0 {
 			t.Fatalf("got %q while all slots were taken", got)
 		}
-		w.sleep(100 * time.Millisecond)
+		w.Sleep(100 * time.Millisecond)
 		if !fourthRead.Load() {
 			t.Fatal("reading did not resume when slots freed")
 		}
-		if got := w.take(); len(got) != 4 {
+		if got := w.Take(); len(got) != 4 {
 			t.Fatalf("got %q", got)
 		}
 	})
@@ -316,20 +316,20 @@ func TestCallToPeerAndLateResponses(t *testing.T) {
 		OnViolation:    func(v rpc.Violation) { violations = append(violations, v.Kind) },
 	}
 	runWire(t, h, opts, func(w *wire) {
-		got := w.exchange(req(1, "ask", ""))
+		got := w.Exchange(req(1, "ask", ""))
 		if len(got) != 1 || !strings.Contains(got[0], `"method":"client/slow","params":{"n":1}`) {
 			t.Fatalf("got %q", got)
 		}
 		id := field(t, got[0], "id")
-		w.sleep(time.Second)
-		got = w.take()
+		w.Sleep(time.Second)
+		got = w.Take()
 		cancelLine := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"context deadline exceeded"}}`
 		if len(got) != 2 || (got[0] != cancelLine && got[1] != cancelLine) {
 			t.Fatalf("want a cancel for %s and the handler's error, got %q", id, got)
 		}
-		w.send(`{"jsonrpc":"2.0","id":`+id+`,"result":"late"}`, `{"jsonrpc":"2.0","id":4242,"result":"who"}`)
-		w.settle()
-		s := w.conn.Stats()
+		w.Send(`{"jsonrpc":"2.0","id":`+id+`,"result":"late"}`, `{"jsonrpc":"2.0","id":4242,"result":"who"}`)
+		w.Settle()
+		s := w.Conn.Stats()
 		if s.LateResponses != 1 || s.UnknownResponses != 1 {
 			t.Errorf("stats %+v", s)
 		}
@@ -344,8 +344,8 @@ func TestViolationsAreCounted(t *testing.T) {
 	var kinds []string
 	opts := &rpc.Options{MaxMessageBytes: 64, OnViolation: func(v rpc.Violation) { kinds = append(kinds, v.Kind.String()) }}
 	runWire(t, nil, opts, func(w *wire) {
-		w.exchange("nope", `{"a":1}`, `{"jsonrpc":"2.0","id":1,"method":"echo","params":"`+strings.Repeat("x", 100)+`"}`)
-		s := w.conn.Stats()
+		w.Exchange("nope", `{"a":1}`, `{"jsonrpc":"2.0","id":1,"method":"echo","params":"`+strings.Repeat("x", 100)+`"}`)
+		s := w.Conn.Stats()
 		if s.ParseErrors != 1 || s.InvalidMessages != 1 || s.TooLong != 1 {
 			t.Errorf("stats %+v", s)
 		}
@@ -358,7 +358,7 @@ func TestViolationsAreCounted(t *testing.T) {
 // A quiet connection (the client side) never answers bad input.
 func TestQuietOnBadInput(t *testing.T) {
 	runWire(t, nil, &rpc.Options{QuietOnBadInput: true}, func(w *wire) {
-		if got := w.exchange("nope", `{"a":1}`, `[]`, `[1]`); len(got) != 0 {
+		if got := w.Exchange("nope", `{"a":1}`, `[]`, `[1]`); len(got) != 0 {
 			t.Fatalf("quiet connection answered %q", got)
 		}
 	})
@@ -368,7 +368,7 @@ func TestQuietOnBadInput(t *testing.T) {
 // -32600 and runs nothing in it.
 func TestRejectBatches(t *testing.T) {
 	runWire(t, nil, &rpc.Options{RejectBatches: true}, func(w *wire) {
-		got := w.exchange(`[` + req(1, "echo", "[1]") + `,` + req(2, "echo", "[2]") + `]`)
+		got := w.Exchange(`[` + req(1, "echo", "[1]") + `,` + req(2, "echo", "[2]") + `]`)
 		want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported"}}`
 		if !slices.Equal(got, []string{want}) {
 			t.Fatalf("got %q", got)
@@ -379,7 +379,7 @@ func TestRejectBatches(t *testing.T) {
 // AllowNullID admits plain JSON-RPC requests with id null.
 func TestAllowNullID(t *testing.T) {
 	runWire(t, nil, &rpc.Options{AllowNullID: true}, func(w *wire) {
-		got := w.exchange(`{"jsonrpc":"2.0","id":null,"method":"echo","params":[1]}`)
+		got := w.Exchange(`{"jsonrpc":"2.0","id":null,"method":"echo","params":[1]}`)
 		if !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":null,"result":[1]}`}) {
 			t.Fatalf("got %q", got)
 		}
@@ -390,7 +390,7 @@ func TestAllowNullID(t *testing.T) {
 // make an unbounded reply.
 func TestBatchTooLong(t *testing.T) {
 	runWire(t, nil, &rpc.Options{MaxBatchLength: 3}, func(w *wire) {
-		got := w.exchange(`[1,2,3,4]`)
+		got := w.Exchange(`[1,2,3,4]`)
 		if len(got) != 1 || errCode(t, got[0]) != jsonrpc.CodeInvalidRequest || field(t, got[0], "id") != "null" {
 			t.Fatalf("got %q", got)
 		}
@@ -401,7 +401,7 @@ func TestBatchTooLong(t *testing.T) {
 // wire behaviour is the same.
 func TestNoInlineDispatch(t *testing.T) {
 	runWire(t, nil, &rpc.Options{InlineBudget: -1}, func(w *wire) {
-		got := w.exchange(req(1, "echo", "[1]"), req(2, "notify", `{"count":1}`))
+		got := w.Exchange(req(1, "echo", "[1]"), req(2, "notify", `{"count":1}`))
 		want := []string{`{"jsonrpc":"2.0","id":1,"result":[1]}`, `{"jsonrpc":"2.0","id":2,"result":{"sent":1}}`, `{"jsonrpc":"2.0","method":"notify/tick","params":{"i":1}}`}
 		if !slices.Equal(got, want) {
 			t.Fatalf("got %q", got)
@@ -413,10 +413,10 @@ func TestNoInlineDispatch(t *testing.T) {
 // line, with an error that names it.
 func TestFatalViolations(t *testing.T) {
 	runWire(t, nil, &rpc.Options{FatalViolations: true, QuietOnBadInput: true}, func(w *wire) {
-		w.send(`DEBUG: looking things up...`)
-		w.settle()
-		<-w.conn.Done()
-		if err := w.conn.Wait(); !errors.Is(err, rpc.ErrProtocolViolation) || !strings.Contains(err.Error(), "DEBUG") {
+		w.Send(`DEBUG: looking things up...`)
+		w.Settle()
+		<-w.Conn.Done()
+		if err := w.Conn.Wait(); !errors.Is(err, rpc.ErrProtocolViolation) || !strings.Contains(err.Error(), "DEBUG") {
 			t.Fatalf("Wait = %v", err)
 		}
 	})
@@ -437,19 +437,19 @@ func TestNoResponseAndInputDone(t *testing.T) {
 		},
 	}
 	runWire(t, h, nil, func(w *wire) {
-		if got := w.exchange(req(1, "silent", "")); len(got) != 0 {
+		if got := w.Exchange(req(1, "silent", "")); len(got) != 0 {
 			t.Fatalf("silent answered %q", got)
 		}
-		w.send(req(2, "stream", ""))
-		w.sleep(time.Millisecond)
+		w.Send(req(2, "stream", ""))
+		w.Sleep(time.Millisecond)
 		start := time.Now()
-		w.in.Close()
-		<-w.conn.Done()
+		w.In.Close()
+		<-w.Conn.Done()
 		if d := time.Since(start); d != 0 {
 			t.Errorf("stream ended %v after EOF", d)
 		}
-		<-w.eof
-		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":2,"result":"input ended"}`}) {
+		<-w.EOF
+		if got := w.Take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":2,"result":"input ended"}`}) {
 			t.Fatalf("got %q", got)
 		}
 	})

@@ -24,19 +24,19 @@ import (
 func TestEOFAnswersEveryAdmittedRequest(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
 		for i := range 50 {
-			w.send(req(i, "sleep", `{"ms":300}`))
+			w.Send(req(i, "sleep", `{"ms":300}`))
 		}
 		start := time.Now()
-		w.in.Close()
-		<-w.conn.Done()
+		w.In.Close()
+		<-w.Conn.Done()
 		if d := time.Since(start); d != 300*time.Millisecond {
 			t.Errorf("connection ended %v after EOF, want 300ms", d)
 		}
-		<-w.eof
-		if got := w.take(); len(got) != 50 {
+		<-w.EOF
+		if got := w.Take(); len(got) != 50 {
 			t.Fatalf("got %d replies, want 50", len(got))
 		}
-		if err := w.conn.Wait(); err != nil {
+		if err := w.Conn.Wait(); err != nil {
 			t.Errorf("Wait = %v", err)
 		}
 	})
@@ -45,10 +45,10 @@ func TestEOFAnswersEveryAdmittedRequest(t *testing.T) {
 // The final line may lack its newline.
 func TestFinalLineWithoutNewline(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
-		io.WriteString(w.in, `{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}`)
-		w.in.Close()
-		<-w.eof
-		if got := w.take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":[1]}`}) {
+		io.WriteString(w.In, `{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}`)
+		w.In.Close()
+		<-w.EOF
+		if got := w.Take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":[1]}`}) {
 			t.Fatalf("got %q", got)
 		}
 	})
@@ -59,7 +59,7 @@ func TestFinalLineWithoutNewline(t *testing.T) {
 func TestLineOverLimitThenGoodLine(t *testing.T) {
 	runWire(t, nil, &rpc.Options{MaxMessageBytes: 1024}, func(w *wire) {
 		long := `{"jsonrpc":"2.0","id":1,"method":"echo","params":["` + strings.Repeat("x", 100_000) + `"]}`
-		got := w.exchange(long, req(2, "echo", `[2]`))
+		got := w.Exchange(long, req(2, "echo", `[2]`))
 		if len(got) != 2 || errCode(t, got[1]) != jsonrpc.CodeInvalidRequest || field(t, got[1], "id") != "null" ||
 			got[0] != `{"jsonrpc":"2.0","id":2,"result":[2]}` {
 			t.Fatalf("got %q", got)
@@ -84,16 +84,16 @@ func waitCtx(release <-chan struct{}) rpc.Methods {
 // cancelled with ErrEndOfStream, and their answers are still written.
 func TestGraceThenCancellation(t *testing.T) {
 	runWire(t, waitCtx(nil), nil, func(w *wire) {
-		w.send(req(1, "wait", ""))
-		w.sleep(time.Millisecond) // past the inline budget: the reader is free to see EOF
+		w.Send(req(1, "wait", ""))
+		w.Sleep(time.Millisecond) // past the inline budget: the reader is free to see EOF
 		start := time.Now()
-		w.in.Close()
-		<-w.conn.Done()
+		w.In.Close()
+		<-w.Conn.Done()
 		if d := time.Since(start); d != rpc.DefaultEndOfStreamTimeout {
 			t.Errorf("ended %v after EOF, want the 5s grace", d)
 		}
-		<-w.eof
-		got := w.take()
+		<-w.EOF
+		got := w.Take()
 		if len(got) != 1 || !strings.Contains(got[0], "input ended") {
 			t.Fatalf("got %q", got)
 		}
@@ -106,17 +106,17 @@ func TestGraceThenCancellation(t *testing.T) {
 func TestShutdownBoundsLinger(t *testing.T) {
 	var release chan struct{}
 	inBubble(t, func() rpc.Handler { release = make(chan struct{}); return waitCtx(release) }, nil, func(w *wire) {
-		w.send(req(1, "stuck", ""))
-		w.sleep(time.Millisecond)
+		w.Send(req(1, "stuck", ""))
+		w.Sleep(time.Millisecond)
 		start := time.Now()
-		w.in.Close()
-		<-w.conn.Done()
+		w.In.Close()
+		<-w.Conn.Done()
 		if d := time.Since(start); d != rpc.DefaultEndOfStreamTimeout+rpc.DefaultShutdownTimeout {
 			t.Errorf("ended %v after EOF, want 10s", d)
 		}
 		close(release)
-		<-w.eof
-		if got := w.take(); len(got) != 0 {
+		<-w.EOF
+		if got := w.Take(); len(got) != 0 {
 			t.Fatalf("a reply was written after shutdown: %q", got)
 		}
 	})
@@ -127,11 +127,11 @@ func TestConfiguredShutdownBounds(t *testing.T) {
 	var release chan struct{}
 	opts := &rpc.Options{EndOfStreamTimeout: time.Second, ShutdownTimeout: 2 * time.Second}
 	inBubble(t, func() rpc.Handler { release = make(chan struct{}); return waitCtx(release) }, opts, func(w *wire) {
-		w.send(req(1, "stuck", ""))
-		w.sleep(time.Millisecond)
+		w.Send(req(1, "stuck", ""))
+		w.Sleep(time.Millisecond)
 		start := time.Now()
-		w.in.Close()
-		<-w.conn.Done()
+		w.In.Close()
+		<-w.Conn.Done()
 		if d := time.Since(start); d != 3*time.Second {
 			t.Errorf("ended %v after EOF, want 3s", d)
 		}
@@ -142,16 +142,16 @@ func TestConfiguredShutdownBounds(t *testing.T) {
 // Close skips the grace (SPEC C6): handler contexts are cancelled at once.
 func TestCloseSkipsGrace(t *testing.T) {
 	runWire(t, waitCtx(nil), nil, func(w *wire) {
-		w.send(req(1, "wait", ""))
-		w.sleep(time.Millisecond)
+		w.Send(req(1, "wait", ""))
+		w.Sleep(time.Millisecond)
 		start := time.Now()
-		if err := w.conn.Close(); err != nil {
+		if err := w.Conn.Close(); err != nil {
 			t.Errorf("Close = %v", err)
 		}
 		if d := time.Since(start); d != 0 {
 			t.Errorf("Close took %v, want no grace", d)
 		}
-		got := w.take()
+		got := w.Take()
 		if len(got) != 1 || !strings.Contains(got[0], "connection closed") {
 			t.Fatalf("the cancelled handler's answer: %q", got)
 		}
@@ -163,18 +163,18 @@ func TestCloseSkipsGrace(t *testing.T) {
 func TestStalledReaderClosesOutput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := startWire(t, nil, nil, false) // nobody reads the output
-		w.send(req(1, "big", `{"bytes":100000}`))
-		w.sleep(time.Millisecond)
+		w.Send(req(1, "big", `{"bytes":100000}`))
+		w.Sleep(time.Millisecond)
 		start := time.Now()
-		w.in.Close()
-		<-w.conn.Done()
+		w.In.Close()
+		<-w.Conn.Done()
 		if d := time.Since(start); d != rpc.DefaultShutdownTimeout {
 			t.Errorf("ended %v after EOF, want the 5s no-progress deadline", d)
 		}
-		if err := w.conn.Wait(); !errors.Is(err, framing.ErrStalled) {
+		if err := w.Conn.Wait(); !errors.Is(err, framing.ErrStalled) {
 			t.Errorf("Wait = %v, want ErrStalled", err)
 		}
-		if _, err := w.outR.Read(make([]byte, 10)); err == nil {
+		if _, err := w.OutR.Read(make([]byte, 10)); err == nil {
 			t.Error("output is still open")
 		}
 	})
@@ -192,7 +192,7 @@ func TestSlowReaderIsNeverCutOff(t *testing.T) {
 			buf := make([]byte, 16<<10)
 			for !strings.HasSuffix(sb.String(), "\n") {
 				time.Sleep(pause)
-				k, err := w.outR.Read(buf)
+				k, err := w.OutR.Read(buf)
 				sb.Write(buf[:k])
 				if err != nil {
 					break
@@ -201,20 +201,20 @@ func TestSlowReaderIsNeverCutOff(t *testing.T) {
 			return sb.String()
 		}
 		// Running: 20 s between reads is fine.
-		w.send(req(1, "big", `{"bytes":40000}`))
+		w.Send(req(1, "big", `{"bytes":40000}`))
 		if got := slowRead(20 * time.Second); !strings.HasSuffix(got, "\"}\n") {
 			t.Fatalf("running: slow reader got a cut line of %d bytes", len(got))
 		}
 		// Draining: 4 s per chunk.
-		w.send(req(2, "big", `{"bytes":32700}`))
-		w.settle()
-		w.in.Close()
+		w.Send(req(2, "big", `{"bytes":32700}`))
+		w.Settle()
+		w.In.Close()
 		got := slowRead(4 * time.Second)
-		<-w.conn.Done()
+		<-w.Conn.Done()
 		if !strings.HasSuffix(got, "\"}\n") {
 			t.Fatalf("draining: slow reader got %d bytes, cut", len(got))
 		}
-		if err := w.conn.Wait(); err != nil {
+		if err := w.Conn.Wait(); err != nil {
 			t.Errorf("Wait = %v", err)
 		}
 	})
@@ -312,12 +312,12 @@ func TestPeerThatNeverReadsIsBounded(t *testing.T) {
 				go func() {
 					defer close(done)
 					for range total {
-						if _, err := io.WriteString(w.in, line+"\n"); err != nil {
+						if _, err := io.WriteString(w.In, line+"\n"); err != nil {
 							return
 						}
 						accepted.Add(1)
 					}
-					w.in.Close()
+					w.In.Close()
 				}()
 				synctest.Wait()
 				n := accepted.Load()
@@ -326,7 +326,7 @@ func TestPeerThatNeverReadsIsBounded(t *testing.T) {
 				}
 				// Now read: every reply arrives.
 				replies := 0
-				br := bufio.NewReader(w.outR)
+				br := bufio.NewReader(w.OutR)
 				for {
 					_, err := br.ReadString('\n')
 					if err != nil {

@@ -103,12 +103,12 @@ func TestRegressionWriteErrorStopsTheConnection(t *testing.T) {
 // skipping it (SPEC C6).
 func TestRegressionCloseDuringGraceSkipsIt(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
-		w.send(req(1, "sleep", `{"ms":60000}`))
-		w.sleep(time.Millisecond)
-		w.in.Close() // EOF: the grace starts
-		w.sleep(time.Millisecond)
+		w.Send(req(1, "sleep", `{"ms":60000}`))
+		w.Sleep(time.Millisecond)
+		w.In.Close() // EOF: the grace starts
+		w.Sleep(time.Millisecond)
 		start := time.Now()
-		w.conn.Close()
+		w.Conn.Close()
 		if d := time.Since(start); d != 0 {
 			t.Errorf("Close during the grace took %v", d)
 		}
@@ -132,19 +132,19 @@ func TestRegressionBarrierInBatchKeepsReading(t *testing.T) {
 	}
 	opts := &rpc.Options{IsBarrier: func(m string) bool { return m == "init" || m == "wait" }}
 	runWire(t, h, opts, func(w *wire) {
-		w.send(`[` + req(1, "init", "") + `,` + req(2, "after", "") + `]`)
-		got := w.take()
+		w.Send(`[` + req(1, "init", "") + `,` + req(2, "after", "") + `]`)
+		got := w.Take()
 		if len(got) != 1 || !strings.Contains(got[0], `"method":"roots/list"`) {
 			t.Fatalf("want the barrier's call, got %q", got)
 		}
-		w.send(`{"jsonrpc":"2.0","id":` + field(t, got[0], "id") + `,"result":{"roots":[]}}`)
-		got = w.take()
+		w.Send(`{"jsonrpc":"2.0","id":` + field(t, got[0], "id") + `,"result":{"roots":[]}}`)
+		got = w.Take()
 		if len(got) != 1 || len(splitBatch(t, got[0])) != 2 {
 			t.Fatalf("want the batch reply with both entries, got %q", got)
 		}
-		w.send(`[` + req(3, "wait", "") + `]`)
-		w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`)
-		w.settle()
+		w.Send(`[` + req(3, "wait", "") + `]`)
+		w.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`)
+		w.Settle()
 		select {
 		case <-cancelled:
 		default:
@@ -186,7 +186,7 @@ func TestRegressionCloseOnASocketDrainsReplies(t *testing.T) {
 // -32600; notifications are never answered (SPEC W4).
 func TestRegressionBrokenNotificationsAreNotAnswered(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
-		got := w.exchange(
+		got := w.Exchange(
 			`{"jsonrpc":"2.0","method":"notify","params":"x"}`,
 			`{"jsonrpc":"1.0","method":"notify"}`,
 			`{"jsonrpc":"2.0","method":5}`,
@@ -196,7 +196,7 @@ func TestRegressionBrokenNotificationsAreNotAnswered(t *testing.T) {
 		if len(got) != 1 || got[0] != want {
 			t.Fatalf("got %q", got)
 		}
-		if s := w.conn.Stats(); s.InvalidMessages != 4 {
+		if s := w.Conn.Stats(); s.InvalidMessages != 4 {
 			t.Errorf("InvalidMessages = %d, want 4", s.InvalidMessages)
 		}
 	})
@@ -213,11 +213,11 @@ func TestBarrierIsNotRejectedWhenBusy(t *testing.T) {
 	}
 	opts := &rpc.Options{MaxConcurrentRequests: 1, RejectWhenBusy: true, IsBarrier: func(m string) bool { return m == "control" }}
 	runWire(t, h, opts, func(w *wire) {
-		w.send(req(1, "slow", ""))
-		w.sleep(time.Millisecond)
-		w.send(req(2, "control", ""))
-		w.sleep(time.Second)
-		got := w.take()
+		w.Send(req(1, "slow", ""))
+		w.Sleep(time.Millisecond)
+		w.Send(req(2, "control", ""))
+		w.Sleep(time.Second)
+		got := w.Take()
 		if len(got) != 2 || strings.Contains(strings.Join(got, ""), "-32000") {
 			t.Fatalf("got %q", got)
 		}

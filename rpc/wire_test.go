@@ -126,14 +126,14 @@ func TestWireExchanges(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			runWire(t, nil, nil, func(w *wire) {
-				got := w.exchange(tc.in...)
+				got := w.Exchange(tc.in...)
 				want := slices.Clone(tc.want)
 				slices.Sort(want)
 				if !slices.Equal(got, want) {
 					t.Errorf("replies to %q\n got: %q\nwant: %q", tc.in, got, want)
 				}
 				// The connection still serves.
-				after := w.exchange(`{"jsonrpc":"2.0","id":"after","method":"echo","params":["ok"]}`)
+				after := w.Exchange(`{"jsonrpc":"2.0","id":"after","method":"echo","params":["ok"]}`)
 				if !slices.Equal(after, []string{`{"jsonrpc":"2.0","id":"after","result":["ok"]}`}) {
 					t.Errorf("after %q the server answered %q", tc.in, after)
 				}
@@ -146,14 +146,14 @@ func TestWireExchanges(t *testing.T) {
 // notifications and responses in it get no entry; every entry is complete.
 func TestBatchReplies(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
-		got := w.exchange(`[{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]},` +
+		got := w.Exchange(`[{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]},` +
 			`{"jsonrpc":"2.0","method":"echo","params":[0]},` +
 			`{"jsonrpc":"2.0","id":2,"method":"sleep","params":{"ms":10}},` +
 			`{"jsonrpc":"2.0","id":3,"method":"nope"},` +
 			`{"jsonrpc":"2.0","id":77,"result":1},` +
 			`{"foo":1}]`)
-		w.sleep(10 * time.Millisecond)
-		got = append(got, w.take()...)
+		w.Sleep(10 * time.Millisecond)
+		got = append(got, w.Take()...)
 		if len(got) != 1 || !strings.HasPrefix(got[0], "[") {
 			t.Fatalf("want one batch reply, got %q", got)
 		}

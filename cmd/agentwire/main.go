@@ -24,17 +24,25 @@ Usage:
                                   session with it on the wire (good and bad lines,
                                   notifications, cancellation, batches, clean EOF)
   agentwire serve echo [flags]    serve the echo test server on stdin/stdout
+  agentwire serve mcp [flags]     serve the example MCP server (both protocol eras) on
+                                  stdin/stdout: tools echo, search, slow_report, chatty, crash
   agentwire call [flags] -- CMD [ARGS...]
                                   start a stdio server, send it one request, print
                                   the result, and shut it down with the ladder
   agentwire help                  show this text
 
-Flags of serve echo:
+Flags of serve echo and serve mcp:
   --max-concurrent N       handlers running at once (default 256)
   --max-message-bytes N    largest accepted line (default 16777216)
   --grace D                end-of-stream grace for running handlers (default 5s)
   --shutdown-timeout D     bound on cancelled handlers and the final drain (default 5s)
   --log-level L            debug, info, warn or error; logs go to stderr (default warn)
+Only serve mcp:
+  --era E                  dual (default), modern or legacy
+  --legacy-silent          as a legacy server, answer nothing before initialize
+  --ignore-eof             keep running after stdin EOF
+  --ignore-sigterm         ignore SIGTERM
+  --no-stdout-guard        let tools print to stdout (chatty then pollutes the stream)
 
 Flags of call:
   --method M               the request's method (default ping)

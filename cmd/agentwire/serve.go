@@ -5,55 +5,96 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/agentwire/agentwire/echo"
+	"github.com/agentwire/agentwire/internal/seedserver"
+	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/rpc"
 	"github.com/agentwire/agentwire/stdio"
 )
 
 func runServe(args []string, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "echo" {
-		fmt.Fprintf(stderr, "agentwire serve: expected a server name (echo)\n\n%s", usage)
+	if len(args) == 0 || (args[0] != "echo" && args[0] != "mcp") {
+		fmt.Fprintf(stderr, "agentwire serve: expected a server name (echo or mcp)\n\n%s", usage)
 		return 2
 	}
-	fs := flag.NewFlagSet("serve echo", flag.ContinueOnError)
+	name := args[0]
+	fs := flag.NewFlagSet("serve "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	maxConcurrent := fs.Int("max-concurrent", rpc.DefaultMaxConcurrentRequests, "handlers running at once")
 	maxMessage := fs.Int("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted line in bytes")
 	grace := fs.Duration("grace", rpc.DefaultEndOfStreamTimeout, "end-of-stream grace for running handlers")
 	shutdown := fs.Duration("shutdown-timeout", rpc.DefaultShutdownTimeout, "bound on cancelled handlers and the final drain")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	var era *string
+	var legacySilent, ignoreEOF, ignoreTerm, noGuard *bool
+	if name == "mcp" {
+		era = fs.String("era", "dual", "dual, modern or legacy")
+		legacySilent = fs.Bool("legacy-silent", false, "as a legacy server, answer nothing before initialize")
+		ignoreEOF = fs.Bool("ignore-eof", false, "keep running after stdin EOF")
+		ignoreTerm = fs.Bool("ignore-sigterm", false, "ignore SIGTERM")
+		noGuard = fs.Bool("no-stdout-guard", false, "let tools write to stdout (chatty pollutes the stream)")
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "agentwire serve echo: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "agentwire serve %s: unexpected argument %q\n", name, fs.Arg(0))
 		return 2
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(strings.ToUpper(*logLevel))); err != nil {
-		fmt.Fprintf(stderr, "agentwire serve echo: bad --log-level %q\n", *logLevel)
+		fmt.Fprintf(stderr, "agentwire serve %s: bad --log-level %q\n", name, *logLevel)
 		return 2
 	}
 	if *maxConcurrent <= 0 || *maxMessage <= 0 || *grace <= 0 || *shutdown <= 0 {
-		fmt.Fprintln(stderr, "agentwire serve echo: limits and timeouts must be positive")
+		fmt.Fprintf(stderr, "agentwire serve %s: limits and timeouts must be positive\n", name)
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	opts := echo.Options(&rpc.Options{
+	base := &rpc.Options{
 		MaxConcurrentRequests: *maxConcurrent,
 		MaxMessageBytes:       *maxMessage,
 		EndOfStreamTimeout:    *grace,
 		ShutdownTimeout:       *shutdown,
 		Logger:                logger,
-	})
-	conn, err := stdio.Serve(echo.Handler(), opts, nil)
+	}
+
+	var conn *rpc.Conn
+	var err error
+	switch name {
+	case "echo":
+		conn, err = stdio.Serve(echo.Handler(), echo.Options(base), nil)
+	case "mcp":
+		so := mcp.ServerOptions{LegacySilent: *legacySilent, Logger: logger}
+		switch *era {
+		case "dual":
+		case "modern":
+			so.Era = mcp.ModernOnly
+		case "legacy":
+			so.Era = mcp.LegacyOnly
+		default:
+			fmt.Fprintf(stderr, "agentwire serve mcp: bad --era %q (dual, modern or legacy)\n", *era)
+			return 2
+		}
+		if *ignoreTerm {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr})
+		conn, err = srv.ServeStdio(&stdio.Config{NoGuard: *noGuard}, base)
+	}
 	if err != nil {
 		logger.Error("cannot start", "error", err)
 		return 1
 	}
-	if err := conn.Wait(); err != nil {
+	err = conn.Wait()
+	if ignoreEOF != nil && *ignoreEOF {
+		select {} // seed 001's server that will not stop: only a signal ends it
+	}
+	if err != nil {
 		logger.Warn("connection ended", "error", err)
 		return 1
 	}

@@ -1,0 +1,123 @@
+package mcp
+
+import (
+	"encoding/json"
+	"slices"
+)
+
+// Protocol versions. Modern versions carry version, identity and
+// capabilities in every request's _meta; legacy versions use the initialize
+// handshake (research/mcp-spec.md §1.1, §4).
+const (
+	LatestVersion       = "2026-07-28"
+	LatestLegacyVersion = "2025-11-25"
+)
+
+// ModernVersions and LegacyVersions are the versions agentwire speaks,
+// newest first.
+var (
+	ModernVersions = []string{"2026-07-28"}
+	LegacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+)
+
+// IsModern reports whether v is a modern (per-request metadata) version.
+func IsModern(v string) bool { return slices.Contains(ModernVersions, v) }
+
+// Reserved _meta keys (mcp-spec.md §1.4).
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	MetaProgressToken      = "progressToken"
+)
+
+// MCP error codes (mcp-spec.md §1.3).
+const (
+	CodeHeaderMismatch                   int64 = -32020
+	CodeMissingRequiredClientCapability  int64 = -32021
+	CodeUnsupportedProtocolVersion       int64 = -32022
+	codeServerNotInitialized             int64 = -32600
+	resultTypeComplete                         = "complete"
+	resultTypeInputRequired                    = "input_required"
+	cacheScopePublic                           = "public"
+	methodDiscover                             = "server/discover"
+	methodInitialize                           = "initialize"
+	methodInitialized                          = "notifications/initialized"
+	methodPing                                 = "ping"
+	methodToolsList                            = "tools/list"
+	methodToolsCall                            = "tools/call"
+	methodListen                               = "subscriptions/listen"
+	methodCancelled                            = "notifications/cancelled"
+	methodProgress                             = "notifications/progress"
+	methodAcknowledged                         = "notifications/subscriptions/acknowledged"
+	methodToolsListChanged                     = "notifications/tools/list_changed"
+)
+
+// Implementation identifies a client or a server.
+type Implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Title   string `json:"title,omitempty"`
+}
+
+// Tool describes a tool in tools/list.
+type Tool struct {
+	Name         string           `json:"name"`
+	Title        string           `json:"title,omitempty"`
+	Description  string           `json:"description,omitempty"`
+	InputSchema  json.RawMessage  `json:"inputSchema"`
+	OutputSchema json.RawMessage  `json:"outputSchema,omitempty"`
+	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+}
+
+// ToolAnnotations are hints about a tool's behaviour.
+type ToolAnnotations struct {
+	ReadOnlyHint    bool `json:"readOnlyHint,omitempty"`
+	DestructiveHint bool `json:"destructiveHint,omitempty"`
+	IdempotentHint  bool `json:"idempotentHint,omitempty"`
+	OpenWorldHint   bool `json:"openWorldHint,omitempty"`
+}
+
+// Content is one block of a tool result. Text is the common case.
+type Content struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	Data     string `json:"data,omitempty"`
+	MimeType string `json:"mimeType,omitempty"`
+}
+
+// Text returns a text content block.
+func Text(s string) Content { return Content{Type: "text", Text: s} }
+
+// ToolResult is the result of tools/call. A tool that fails in a way the
+// model should see (bad arguments, a failed lookup) returns IsError: true
+// rather than a protocol error.
+type ToolResult struct {
+	Content           []Content `json:"content"`
+	StructuredContent any       `json:"structuredContent,omitempty"`
+	IsError           bool      `json:"isError,omitempty"`
+}
+
+// TextResult is a one-block text result.
+func TextResult(s string) *ToolResult { return &ToolResult{Content: []Content{Text(s)}} }
+
+// ErrorResult is a one-block text result with IsError set.
+func ErrorResult(s string) *ToolResult {
+	return &ToolResult{Content: []Content{Text(s)}, IsError: true}
+}
+
+// requestMeta is the part of params._meta this package reads.
+type requestMeta struct {
+	ProtocolVersion    json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	ProgressToken      json.RawMessage `json:"progressToken"`
+}
+
+// requestParams is the envelope of every request's params.
+type requestParams struct {
+	Meta *requestMeta `json:"_meta"`
+}

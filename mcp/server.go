@@ -1,0 +1,551 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/rpc"
+	"github.com/agentwire/agentwire/stdio"
+)
+
+// Era says which protocol eras a server speaks.
+type Era int
+
+const (
+	// Dual serves modern requests (per-request _meta) and the legacy
+	// initialize handshake on the same connection. The default.
+	Dual Era = iota
+	// ModernOnly rejects initialize with -32022 naming the modern versions.
+	ModernOnly
+	// LegacyOnly knows nothing of per-request metadata: server/discover is
+	// an unknown method.
+	LegacyOnly
+)
+
+func (e Era) String() string {
+	switch e {
+	case ModernOnly:
+		return "modern"
+	case LegacyOnly:
+		return "legacy"
+	}
+	return "dual"
+}
+
+// ServerOptions configures a Server. The zero value (or nil) is a dual-era
+// server with no caching.
+type ServerOptions struct {
+	Era Era
+	// LegacySilent makes a legacy server answer nothing at all before
+	// initialize (seed 001's silent legacy server; some fastmcp servers
+	// behave so). Only for testing clients.
+	LegacySilent bool
+	// Instructions is returned by server/discover and initialize.
+	Instructions string
+	// CacheTTL is the ttlMs of cacheable results (server/discover,
+	// tools/list). Default 0: do not cache.
+	CacheTTL time.Duration
+	// Logger receives diagnostics. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// ToolHandler serves one tool. A returned *jsonrpc.Error becomes a protocol
+// error; any other error becomes a result with IsError set, which the model
+// can read (tool execution errors belong in the result).
+type ToolHandler func(ctx context.Context, req *ToolRequest) (*ToolResult, error)
+
+type registeredTool struct {
+	tool    Tool
+	handler ToolHandler
+}
+
+// Server is an MCP server: its tools and how it speaks both eras. One
+// Server serves any number of connections; each connection gets its own
+// handler from Handler (legacy state lives per connection).
+type Server struct {
+	info Implementation
+	opts ServerOptions
+
+	mu      sync.Mutex
+	tools   map[string]*registeredTool
+	order   []string
+	changed chan struct{} // closed and replaced whenever the tool set changes
+}
+
+// NewServer returns a server that introduces itself as info.
+func NewServer(info Implementation, opts *ServerOptions) *Server {
+	s := &Server{info: info, tools: map[string]*registeredTool{}, changed: make(chan struct{})}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Logger == nil {
+		s.opts.Logger = slog.Default()
+	}
+	return s
+}
+
+// AddTool registers (or replaces) a tool. A nil InputSchema means
+// {"type":"object"}. Connections subscribed to tool-list changes are told.
+func (s *Server) AddTool(t Tool, h ToolHandler) {
+	if len(t.InputSchema) == 0 {
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	s.mu.Lock()
+	if _, ok := s.tools[t.Name]; !ok {
+		s.order = append(s.order, t.Name)
+	}
+	s.tools[t.Name] = &registeredTool{tool: t, handler: h}
+	s.notifyChangedLocked()
+	s.mu.Unlock()
+}
+
+// RemoveTool unregisters a tool.
+func (s *Server) RemoveTool(name string) {
+	s.mu.Lock()
+	if _, ok := s.tools[name]; ok {
+		delete(s.tools, name)
+		s.order = slices.DeleteFunc(s.order, func(n string) bool { return n == name })
+		s.notifyChangedLocked()
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) notifyChangedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) toolsChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// AddTool registers a tool whose arguments are decoded into In. When the
+// tool has no InputSchema, one is inferred from In (see SchemaFor).
+// Arguments that do not decode are reported to the model as an error
+// result.
+func AddTool[In any](s *Server, t Tool, h func(ctx context.Context, req *ToolRequest, in In) (*ToolResult, error)) {
+	if len(t.InputSchema) == 0 {
+		var zero In
+		t.InputSchema = SchemaFor(zero)
+	}
+	s.AddTool(t, func(ctx context.Context, req *ToolRequest) (*ToolResult, error) {
+		var in In
+		args := req.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		if err := json.Unmarshal(args, &in); err != nil {
+			return ErrorResult(fmt.Sprintf("invalid arguments for %s: %v", t.Name, err)), nil
+		}
+		return h(ctx, req, in)
+	})
+}
+
+// ConnOptions returns the connection options an MCP server needs on top of
+// base: initialize is a barrier (SPEC C2, E1), batches are rejected (MCP >=
+// 2025-06-18), and notifications/cancelled silences the request.
+func (s *Server) ConnOptions(base *rpc.Options) *rpc.Options {
+	var o rpc.Options
+	if base != nil {
+		o = *base
+	}
+	o.IsBarrier = func(m string) bool { return m == methodInitialize }
+	o.RejectBatches = true
+	o.Cancel = []rpc.CancelMethod{rpc.MCPCancel}
+	return &o
+}
+
+// Handler returns a handler for one connection.
+func (s *Server) Handler() rpc.Handler { return &session{srv: s} }
+
+// ServeStdio serves one connection on the process's stdin and stdout (with
+// the stdout guard unless cfg says otherwise).
+func (s *Server) ServeStdio(cfg *stdio.Config, base *rpc.Options) (*rpc.Conn, error) {
+	return stdio.Serve(s.Handler(), s.ConnOptions(base), cfg)
+}
+
+func (s *Server) supportedVersions() []string {
+	switch s.opts.Era {
+	case ModernOnly:
+		return ModernVersions
+	case LegacyOnly:
+		return LegacyVersions
+	}
+	return append(slices.Clone(ModernVersions), LegacyVersions...)
+}
+
+func (s *Server) capabilities() map[string]any {
+	return map[string]any{"tools": map[string]any{"listChanged": true}}
+}
+
+func (s *Server) listTools() []Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Tool, 0, len(s.order))
+	for _, n := range s.order {
+		out = append(out, s.tools[n].tool)
+	}
+	return out
+}
+
+func (s *Server) tool(name string) *registeredTool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tools[name]
+}
+
+// session is the per-connection handler. Modern requests are served
+// statelessly; legacy state (initialized, the negotiated version) is scoped
+// to the connection. Answering server/discover pins nothing: a client may
+// probe and then fall back to initialize on the same pipe (SPEC E1).
+type session struct {
+	srv *Server
+
+	mu            sync.Mutex
+	initialized   bool
+	legacyVersion string
+	watching      bool
+}
+
+func invalidParams(format string, args ...any) error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, format, args...)
+}
+
+func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	var p requestParams
+	if len(req.Params) > 0 && req.Params[0] == '{' {
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			return nil, invalidParams("invalid params: %v", err)
+		}
+	}
+	if req.IsNotification() {
+		ss.notification(req)
+		return nil, nil
+	}
+	if p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Era != LegacyOnly {
+		return ss.modern(ctx, req, p.Meta)
+	}
+	return ss.legacy(ctx, req)
+}
+
+func (ss *session) notification(req *rpc.Request) {
+	if req.Method == methodInitialized {
+		ss.mu.Lock()
+		ss.initialized = ss.initialized || ss.legacyVersion != ""
+		ss.mu.Unlock()
+	}
+	// Anything else a client may send (notifications/cancelled is handled
+	// by the connection) needs no answer.
+}
+
+// ----- modern (2026-07-28) -----
+
+// modernMeta checks the required per-request fields (SPEC E1).
+func (ss *session) modernMeta(m *requestMeta) (version string, err error) {
+	if err := json.Unmarshal(m.ProtocolVersion, &version); err != nil {
+		return "", invalidParams("invalid params: _meta[%q] must be a string", MetaProtocolVersion)
+	}
+	if !IsModern(version) {
+		return "", jsonrpc.NewError(CodeUnsupportedProtocolVersion, "Unsupported protocol version",
+			map[string]any{"supported": ModernVersions, "requested": version})
+	}
+	if len(m.ClientCapabilities) == 0 || m.ClientCapabilities[0] != '{' {
+		return "", invalidParams("invalid params: _meta[%q] is required and must be an object", MetaClientCapabilities)
+	}
+	if len(m.ClientInfo) > 0 && m.ClientInfo[0] != '{' {
+		return "", invalidParams("invalid params: _meta[%q] must be an object", MetaClientInfo)
+	}
+	return version, nil
+}
+
+func (ss *session) modern(ctx context.Context, req *rpc.Request, m *requestMeta) (any, error) {
+	version, err := ss.modernMeta(m)
+	if err != nil {
+		return nil, err
+	}
+	s := ss.srv
+	switch req.Method {
+	case methodDiscover:
+		r := map[string]any{
+			"supportedVersions": s.supportedVersions(),
+			"capabilities":      s.capabilities(),
+			"ttlMs":             s.opts.CacheTTL.Milliseconds(),
+			"cacheScope":        cacheScopePublic,
+		}
+		if s.opts.Instructions != "" {
+			r["instructions"] = s.opts.Instructions
+		}
+		return ss.modernResult(r), nil
+	case methodToolsList:
+		return ss.modernResult(map[string]any{
+			"tools":      s.listTools(),
+			"ttlMs":      s.opts.CacheTTL.Milliseconds(),
+			"cacheScope": cacheScopePublic,
+		}), nil
+	case methodToolsCall:
+		res, err := ss.callTool(ctx, req, m, version)
+		if err != nil {
+			return nil, err
+		}
+		return ss.modernResult(res), nil
+	case methodListen:
+		return ss.listen(ctx, req)
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (not available in protocol version %s)", req.Method, version)
+}
+
+// modernResult adds what every 2026-07-28 result carries: resultType and
+// the server's identity in _meta.
+func (ss *session) modernResult(v any) map[string]any {
+	var r map[string]any
+	switch x := v.(type) {
+	case map[string]any:
+		r = x
+	default:
+		b, _ := json.Marshal(x)
+		json.Unmarshal(b, &r)
+	}
+	r["resultType"] = resultTypeComplete
+	r["_meta"] = map[string]any{MetaServerInfo: ss.srv.info}
+	return r
+}
+
+type listenParams struct {
+	Notifications struct {
+		ToolsListChanged      bool     `json:"toolsListChanged"`
+		PromptsListChanged    bool     `json:"promptsListChanged"`
+		ResourcesListChanged  bool     `json:"resourcesListChanged"`
+		ResourceSubscriptions []string `json:"resourceSubscriptions"`
+	} `json:"notifications"`
+}
+
+// listen serves subscriptions/listen (SPEC E6): the acknowledgment first,
+// then every notification it asked for (of those this server has) with the
+// subscription id, until the client cancels (no response), or input ends
+// (the graceful final result).
+func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
+	var p listenParams
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		return nil, invalidParams("invalid params: %v", err)
+	}
+	subMeta := map[string]any{MetaSubscriptionID: req.ID}
+	honored := map[string]any{}
+	if p.Notifications.ToolsListChanged {
+		honored["toolsListChanged"] = true
+	}
+	if err := req.Notify(methodAcknowledged, map[string]any{"_meta": subMeta, "notifications": honored}); err != nil {
+		return nil, err
+	}
+	final := map[string]any{"resultType": resultTypeComplete, "_meta": subMeta}
+	for {
+		var changed <-chan struct{}
+		if p.Notifications.ToolsListChanged {
+			changed = ss.srv.toolsChanged()
+		}
+		select {
+		case <-changed:
+			if err := req.Notify(methodToolsListChanged, map[string]any{"_meta": subMeta}); err != nil {
+				return nil, err
+			}
+		case <-req.Conn().InputDone():
+			return final, nil
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), rpc.ErrCancelledByPeer) {
+				return nil, ctx.Err() // silenced: nothing more is written
+			}
+			return final, nil
+		}
+	}
+}
+
+// ----- tools -----
+
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func (ss *session) callTool(ctx context.Context, req *rpc.Request, m *requestMeta, version string) (*ToolResult, error) {
+	var p callParams
+	if err := json.Unmarshal(req.Params, &p); err != nil || p.Name == "" {
+		return nil, invalidParams("invalid params: tools/call needs a tool name")
+	}
+	t := ss.srv.tool(p.Name)
+	if t == nil {
+		return nil, invalidParams("unknown tool: %s", p.Name)
+	}
+	tr := &ToolRequest{Name: p.Name, Arguments: p.Arguments, ProtocolVersion: version, rpc: req}
+	if m != nil && len(m.ProgressToken) > 0 && string(m.ProgressToken) != "null" {
+		tr.progressToken = m.ProgressToken
+	}
+	res, err := t.handler(ctx, tr)
+	switch {
+	case err == nil && res == nil:
+		return &ToolResult{Content: []Content{}}, nil
+	case err == nil:
+		if res.Content == nil {
+			res.Content = []Content{}
+		}
+		return res, nil
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) || ctx.Err() != nil || errors.Is(err, rpc.ErrNoResponse) {
+		return nil, err
+	}
+	return ErrorResult(err.Error()), nil
+}
+
+// ToolRequest is one tools/call as a tool handler sees it.
+type ToolRequest struct {
+	Name            string
+	Arguments       json.RawMessage
+	ProtocolVersion string // the request's version (the negotiated one for legacy)
+
+	rpc           *rpc.Request
+	progressToken json.RawMessage
+	mu            sync.Mutex
+	last          float64
+	sent          bool
+}
+
+// WantsProgress reports whether the client asked for progress.
+func (r *ToolRequest) WantsProgress() bool { return r.progressToken != nil }
+
+// ErrProgressNotIncreasing rejects a progress value that does not exceed
+// the previous one ("progress MUST increase each time").
+var ErrProgressNotIncreasing = errors.New("mcp: progress must increase with every notification")
+
+// Progress sends notifications/progress when the client asked for it (and
+// does nothing otherwise). The notification reaches the client before the
+// result; total <= 0 and message "" are left out.
+func (r *ToolRequest) Progress(progress, total float64, message string) error {
+	if r.progressToken == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sent && progress <= r.last {
+		return ErrProgressNotIncreasing
+	}
+	p := map[string]any{"progressToken": r.progressToken, "progress": progress}
+	if total > 0 {
+		p["total"] = total
+	}
+	if message != "" {
+		p["message"] = message
+	}
+	if err := r.rpc.Notify(methodProgress, p); err != nil {
+		return err
+	}
+	r.sent, r.last = true, progress
+	return nil
+}
+
+// ----- legacy (initialize handshake) -----
+
+type initializeParams struct {
+	ProtocolVersion string          `json:"protocolVersion"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+	ClientInfo      json.RawMessage `json:"clientInfo"`
+}
+
+func (ss *session) legacy(ctx context.Context, req *rpc.Request) (any, error) {
+	s := ss.srv
+	ss.mu.Lock()
+	ready := ss.legacyVersion != ""
+	version := ss.legacyVersion
+	ss.mu.Unlock()
+
+	if s.opts.Era == ModernOnly {
+		if req.Method == methodInitialize {
+			var p initializeParams
+			json.Unmarshal(req.Params, &p)
+			return nil, jsonrpc.NewError(CodeUnsupportedProtocolVersion, "Unsupported protocol version: this server speaks only "+LatestVersion,
+				map[string]any{"supported": ModernVersions, "requested": p.ProtocolVersion})
+		}
+		return nil, invalidParams("invalid params: _meta[%q] and _meta[%q] are required", MetaProtocolVersion, MetaClientCapabilities)
+	}
+	if !ready && s.opts.LegacySilent && req.Method != methodInitialize {
+		return nil, rpc.ErrNoResponse
+	}
+	switch req.Method {
+	case methodInitialize:
+		return ss.initialize(req)
+	case methodPing:
+		return map[string]any{}, nil
+	case methodDiscover:
+		if s.opts.Era == LegacyOnly {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
+		}
+		return nil, invalidParams("invalid params: server/discover needs _meta[%q] and _meta[%q]", MetaProtocolVersion, MetaClientCapabilities)
+	case methodToolsList, methodToolsCall:
+		if !ready {
+			return nil, jsonrpc.Errorf(codeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
+		}
+		if req.Method == methodToolsList {
+			return map[string]any{"tools": s.listTools()}, nil
+		}
+		var m *requestMeta
+		var p requestParams
+		if json.Unmarshal(req.Params, &p) == nil {
+			m = p.Meta
+		}
+		return ss.callTool(ctx, req, m, version)
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
+}
+
+func (ss *session) initialize(req *rpc.Request) (any, error) {
+	var p initializeParams
+	if err := req.UnmarshalParams(&p); err != nil || p.ProtocolVersion == "" {
+		return nil, invalidParams("invalid params: initialize needs protocolVersion, capabilities and clientInfo")
+	}
+	// The server echoes a version it supports, or answers with its own
+	// latest legacy version (2025-11-25 lifecycle, version negotiation).
+	version := LatestLegacyVersion
+	if slices.Contains(LegacyVersions, p.ProtocolVersion) {
+		version = p.ProtocolVersion
+	}
+	ss.mu.Lock()
+	ss.legacyVersion = version
+	startWatch := !ss.watching
+	ss.watching = true
+	ss.mu.Unlock()
+	if startWatch {
+		go ss.watchLegacyChanges(req.Conn())
+	}
+	r := map[string]any{
+		"protocolVersion": version,
+		"capabilities":    ss.srv.capabilities(),
+		"serverInfo":      ss.srv.info,
+	}
+	if ss.srv.opts.Instructions != "" {
+		r["instructions"] = ss.srv.opts.Instructions
+	}
+	return r, nil
+}
+
+// watchLegacyChanges tells a legacy client when the tool set changes, as
+// the listChanged capability promises, until input ends.
+func (ss *session) watchLegacyChanges(conn *rpc.Conn) {
+	for {
+		changed := ss.srv.toolsChanged()
+		select {
+		case <-changed:
+			if err := conn.Notify(context.Background(), methodToolsListChanged, nil); err != nil {
+				return
+			}
+		case <-conn.InputDone():
+			return
+		}
+	}
+}
