@@ -36,24 +36,24 @@ const (
 
 // MCP error codes (mcp-spec.md §1.3).
 const (
-	CodeHeaderMismatch                   int64 = -32020
-	CodeMissingRequiredClientCapability  int64 = -32021
-	CodeUnsupportedProtocolVersion       int64 = -32022
-	codeServerNotInitialized             int64 = -32600
-	resultTypeComplete                         = "complete"
-	resultTypeInputRequired                    = "input_required"
-	cacheScopePublic                           = "public"
-	methodDiscover                             = "server/discover"
-	methodInitialize                           = "initialize"
-	methodInitialized                          = "notifications/initialized"
-	methodPing                                 = "ping"
-	methodToolsList                            = "tools/list"
-	methodToolsCall                            = "tools/call"
-	methodListen                               = "subscriptions/listen"
-	methodCancelled                            = "notifications/cancelled"
-	methodProgress                             = "notifications/progress"
-	methodAcknowledged                         = "notifications/subscriptions/acknowledged"
-	methodToolsListChanged                     = "notifications/tools/list_changed"
+	CodeHeaderMismatch                  int64 = -32020
+	CodeMissingRequiredClientCapability int64 = -32021
+	CodeUnsupportedProtocolVersion      int64 = -32022
+	codeServerNotInitialized            int64 = -32600
+	resultTypeComplete                        = "complete"
+	resultTypeInputRequired                   = "input_required"
+	cacheScopePublic                          = "public"
+	methodDiscover                            = "server/discover"
+	methodInitialize                          = "initialize"
+	methodInitialized                         = "notifications/initialized"
+	methodPing                                = "ping"
+	methodToolsList                           = "tools/list"
+	methodToolsCall                           = "tools/call"
+	methodListen                              = "subscriptions/listen"
+	methodCancelled                           = "notifications/cancelled"
+	methodProgress                            = "notifications/progress"
+	methodAcknowledged                        = "notifications/subscriptions/acknowledged"
+	methodToolsListChanged                    = "notifications/tools/list_changed"
 )
 
 // Implementation identifies a client or a server.

@@ -27,13 +27,13 @@ var Quiet = slog.New(slog.DiscardHandler)
 // is blocked (so all processing that can happen has happened), and Take
 // returns the lines the server wrote since the last Take.
 type Wire struct {
-	t     *testing.T
-	Conn  *rpc.Conn
-	In    *io.PipeWriter
-	OutR  *io.PipeReader
-	mu    sync.Mutex
-	got   []string
-	EOF   chan struct{}
+	t    *testing.T
+	Conn *rpc.Conn
+	In   *io.PipeWriter
+	OutR *io.PipeReader
+	mu   sync.Mutex
+	got  []string
+	EOF  chan struct{}
 }
 
 // Run starts a server with h (echo's handler when nil) and opts
