@@ -1,0 +1,343 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/agentwire/agentwire/internal/wiretest"
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/mcp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+const serverInfo = `"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"test-server","version":"0.1"}}`
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+type slowIn struct {
+	Steps int `json:"steps"`
+}
+
+func newServer(opts *mcp.ServerOptions) *mcp.Server {
+	s := mcp.NewServer(mcp.Implementation{Name: "test-server", Version: "0.1"}, opts)
+	mcp.AddTool(s, mcp.Tool{Name: "echo", Description: "echoes"}, func(_ context.Context, _ *mcp.ToolRequest, in echoIn) (*mcp.ToolResult, error) {
+		return mcp.TextResult(in.Text), nil
+	})
+	mcp.AddTool(s, mcp.Tool{Name: "slow"}, func(ctx context.Context, r *mcp.ToolRequest, in slowIn) (*mcp.ToolResult, error) {
+		for i := 1; i <= in.Steps; i++ {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+			if err := r.Progress(float64(i), float64(in.Steps), ""); err != nil {
+				return nil, err
+			}
+		}
+		return mcp.TextResult("done"), nil
+	})
+	s.AddTool(mcp.Tool{Name: "fails"}, func(context.Context, *mcp.ToolRequest) (*mcp.ToolResult, error) {
+		return nil, fmt.Errorf("the lookup failed")
+	})
+	return s
+}
+
+// runMCP builds the server inside the synctest bubble: the channels it
+// makes (tool-set changes) must belong to the bubble.
+func runMCP(t *testing.T, opts *mcp.ServerOptions, f func(w *wiretest.Wire, s *mcp.Server)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		s := newServer(opts)
+		w := wiretest.Start(t, s.Handler(), s.ConnOptions(nil), true)
+		defer w.Finish()
+		f(w, s)
+	})
+}
+
+func one(t *testing.T, got []string) string {
+	t.Helper()
+	if len(got) != 1 {
+		t.Fatalf("want one line, got %q", got)
+	}
+	return got[0]
+}
+
+// jsonEq compares two JSON texts by value.
+func jsonEq(t *testing.T, got, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("not JSON: %s", got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("bad expectation: %s", want)
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	if string(gb) != string(wb) {
+		t.Errorf("got  %s\nwant %s", gb, wb)
+	}
+}
+
+// S1: discover returns the versions, capabilities and cache fields the
+// 2026-07-28 schema requires, with serverInfo in _meta (SPEC E1).
+func TestDiscover(t *testing.T) {
+	runMCP(t, &mcp.ServerOptions{Instructions: "be nice", CacheTTL: time.Minute}, func(w *wiretest.Wire, _ *mcp.Server) {
+		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`))
+		jsonEq(t, got, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete",
+			"supportedVersions":["2026-07-28","2025-11-25","2025-06-18","2025-03-26","2024-11-05"],
+			"capabilities":{"tools":{"listChanged":true}},"instructions":"be nice","ttlMs":60000,"cacheScope":"public",`+serverInfo+`}}`)
+	})
+}
+
+// S2, S3, S4: per-request _meta validation.
+func TestModernMetaValidation(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+	}{
+		{"unsupported version", `{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			`{"jsonrpc":"2.0","id":2,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"2099-01-01"}}}`},
+		{"legacy version in modern meta", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			`{"jsonrpc":"2.0","id":2,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"2025-11-25"}}}`},
+		{"missing capabilities", `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			`{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"invalid params: _meta[\"io.modelcontextprotocol/clientCapabilities\"] is required and must be an object"}}`},
+		{"version not a string", `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":20260728,"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			`{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string"}}`},
+		{"removed method", `{"jsonrpc":"2.0","id":"p1","method":"ping","params":{` + meta + `}}`,
+			`{"jsonrpc":"2.0","id":"p1","error":{"code":-32601,"message":"method not found: ping (not available in protocol version 2026-07-28)"}}`},
+		{"discover without meta", `{"jsonrpc":"2.0","id":4,"method":"server/discover"}`,
+			`{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"invalid params: server/discover needs _meta[\"io.modelcontextprotocol/protocolVersion\"] and _meta[\"io.modelcontextprotocol/clientCapabilities\"]"}}`},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}]`,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported"}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+				jsonEq(t, one(t, w.Exchange(tc.in)), tc.want)
+			})
+		})
+	}
+}
+
+// S5: a cancel of an unknown id is ignored, and tools/list answers with
+// the cache fields; tools are listed with their schemas.
+func TestToolsListModern(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		got := one(t, w.Exchange(
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":999,"reason":"test"}}`,
+			`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{`+meta+`}}`))
+		jsonEq(t, got, `{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete","ttlMs":0,"cacheScope":"public",`+serverInfo+`,"tools":[
+			{"name":"echo","description":"echoes","inputSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}},
+			{"name":"slow","inputSchema":{"type":"object","properties":{"steps":{"type":"integer"}},"required":["steps"]}},
+			{"name":"fails","inputSchema":{"type":"object"}}]}}`)
+	})
+}
+
+func TestToolsCallModern(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		jsonEq(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+meta+`,"name":"echo","arguments":{"text":"hi"}}}`)),
+			`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"type":"text","text":"hi"}],`+serverInfo+`}}`)
+		// A tool's own failure is a result with isError, for the model to read.
+		jsonEq(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{`+meta+`,"name":"fails"}}`)),
+			`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[{"type":"text","text":"the lookup failed"}],"isError":true,`+serverInfo+`}}`)
+		// Arguments that do not fit the tool are an isError result too.
+		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{`+meta+`,"name":"echo","arguments":{"text":5}}}`))
+		if !strings.Contains(got, `"isError":true`) || !strings.Contains(got, "invalid arguments for echo") {
+			t.Errorf("bad arguments: %s", got)
+		}
+		// An unknown tool is a protocol error.
+		if c := wiretest.ErrCode(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{`+meta+`,"name":"nope"}}`))); c != jsonrpc.CodeInvalidParams {
+			t.Errorf("unknown tool: code %d", c)
+		}
+	})
+}
+
+// Progress (SPEC E6): one notification per step, strictly increasing, all
+// before the response; none when no token was given.
+func TestProgressBeforeResponse(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		w.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + strings.TrimSuffix(meta, "}") + `,"progressToken":"tok"},"name":"slow","arguments":{"steps":3}}}`)
+		w.Sleep(100 * time.Millisecond)
+		got := w.Take()
+		want := []string{
+			`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1,"progressToken":"tok","total":3}}`,
+			`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":2,"progressToken":"tok","total":3}}`,
+			`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":3,"progressToken":"tok","total":3}}`,
+		}
+		if len(got) != 4 || !slices.Equal(got[:3], want) || !strings.Contains(got[3], `"id":1,"result"`) {
+			t.Fatalf("got %q", got)
+		}
+		w.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{` + meta + `,"name":"slow","arguments":{"steps":2}}}`)
+		w.Sleep(100 * time.Millisecond)
+		if got := w.Take(); len(got) != 1 {
+			t.Fatalf("progress without a token: %q", got)
+		}
+	})
+}
+
+// Cancellation (SPEC E6, C8): no progress and no response afterwards.
+func TestCancelStopsTool(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		w.Send(`{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{` + strings.TrimSuffix(meta, "}") + `,"progressToken":1},"name":"slow","arguments":{"steps":100}}}`)
+		w.Sleep(25 * time.Millisecond)
+		before := w.Take()
+		w.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"user"}}`)
+		w.Sleep(time.Second)
+		if after := w.Take(); len(after) != 0 {
+			t.Fatalf("after the cancel: %q (before: %q)", after, before)
+		}
+		if len(before) != 2 {
+			t.Errorf("progress before the cancel: %q", before)
+		}
+	})
+}
+
+// S6 and E6: listen is acknowledged first, every notification carries the
+// subscription id, a tool-set change is announced, and a client cancel ends
+// it with nothing more written.
+func TestListen(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, s *mcp.Server) {
+		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{` + meta + `,"notifications":{"toolsListChanged":true,"promptsListChanged":true}}}`))
+		jsonEq(t, got, `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"},"notifications":{"toolsListChanged":true}}}`)
+		s.RemoveTool("fails")
+		jsonEq(t, one(t, w.Take()), `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"}}}`)
+		w.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"L1"}}`)
+		w.Settle()
+		s.AddTool(mcp.Tool{Name: "new"}, nil)
+		if got := w.Take(); len(got) != 0 {
+			t.Fatalf("after the cancel: %q", got)
+		}
+	})
+}
+
+// A listen stream ends with the graceful final result when input ends,
+// without waiting out the end-of-stream grace. Its id keeps its JSON type.
+func TestListenEndsAtEOF(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		w.Exchange(`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{` + meta + `,"notifications":{"toolsListChanged":true}}}`)
+		w.Sleep(time.Millisecond) // past the inline budget
+		start := time.Now()
+		w.In.Close()
+		<-w.Conn.Done()
+		<-w.EOF
+		if d := time.Since(start); d != 0 {
+			t.Errorf("ended %v after EOF", d)
+		}
+		jsonEq(t, one(t, w.Take()), `{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":7}}}`)
+	})
+}
+
+// S7, S8, S9: the legacy handshake, ping before initialize, version
+// negotiation, and a probe that does not pin the connection.
+func TestLegacyHandshakeAfterProbe(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`)
+		jsonEq(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":"x","method":"ping"}`)), `{"jsonrpc":"2.0","id":"x","result":{}}`)
+		if c := wiretest.ErrCode(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":"early","method":"tools/list"}`))); c != jsonrpc.CodeInvalidRequest {
+			t.Errorf("tools/list before initialize: code %d", c)
+		}
+		jsonEq(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)),
+			`{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"test-server","version":"0.1"}}}`)
+		if got := w.Exchange(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); len(got) != 0 {
+			t.Fatalf("initialized answered: %q", got)
+		}
+		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"legacy"}}}`))
+		jsonEq(t, got, `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"legacy"}]}}`)
+		// Modern requests are still served on the same connection.
+		if !strings.Contains(one(t, w.Exchange(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{`+meta+`}}`)), `"resultType":"complete"`) {
+			t.Error("modern request after the legacy handshake")
+		}
+	})
+}
+
+func TestLegacyVersionNegotiation(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2029-01-01","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+		if !strings.Contains(got, `"protocolVersion":"2025-11-25"`) {
+			t.Fatalf("got %s", got)
+		}
+	})
+}
+
+// initialize is a barrier (SPEC C2, E1): a request right behind it is
+// dispatched only after it.
+func TestInitializeIsABarrier(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		got := w.Exchange(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+		if len(got) != 2 || strings.Contains(strings.Join(got, ""), "error") {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// Era variants: modern-only rejects initialize naming its versions;
+// legacy-only does not know server/discover; a silent legacy server answers
+// nothing before initialize.
+func TestEraVariants(t *testing.T) {
+	initLine := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	discover := `{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{` + meta + `}}`
+	runMCP(t, &mcp.ServerOptions{Era: mcp.ModernOnly}, func(w *wiretest.Wire, _ *mcp.Server) {
+		jsonEq(t, one(t, w.Exchange(initLine)), `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version: this server speaks only 2026-07-28","data":{"supported":["2026-07-28"],"requested":"2025-11-25"}}}`)
+		if !strings.Contains(one(t, w.Exchange(discover)), `"supportedVersions":["2026-07-28"]`) {
+			t.Error("modern-only discover")
+		}
+	})
+	runMCP(t, &mcp.ServerOptions{Era: mcp.LegacyOnly}, func(w *wiretest.Wire, _ *mcp.Server) {
+		if c := wiretest.ErrCode(t, one(t, w.Exchange(discover))); c != jsonrpc.CodeMethodNotFound {
+			t.Errorf("legacy-only discover: code %d", c)
+		}
+		if got := one(t, w.Exchange(initLine)); !strings.Contains(got, `"protocolVersion":"2025-11-25"`) {
+			t.Errorf("legacy-only initialize: %s", got)
+		}
+	})
+	runMCP(t, &mcp.ServerOptions{Era: mcp.LegacyOnly, LegacySilent: true}, func(w *wiretest.Wire, _ *mcp.Server) {
+		if got := w.Exchange(discover, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); len(got) != 0 {
+			t.Fatalf("silent server answered %q", got)
+		}
+		if got := one(t, w.Exchange(initLine)); !strings.Contains(got, `"protocolVersion"`) {
+			t.Errorf("initialize: %s", got)
+		}
+	})
+}
+
+// S10: a garbage line gets a parse error and the server keeps serving.
+func TestGarbageThenDiscover(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		got := w.Exchange(`{not json`, `{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{`+meta+`}}`)
+		if len(got) != 2 || wiretest.ErrCode(t, got[1]) != jsonrpc.CodeParseError || !strings.Contains(got[0], `"id":7,"result"`) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+func TestSchemaFor(t *testing.T) {
+	type args struct {
+		Name  string   `json:"name" description:"who"`
+		Count *int     `json:"count"`
+		Tags  []string `json:"tags,omitempty"`
+		Score float64  `json:"score"`
+		skip  int
+	}
+	got := string(mcp.SchemaFor(args{}))
+	want := `{"properties":{"count":{"type":"integer"},"name":{"description":"who","type":"string"},"score":{"type":"number"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["name","score"],"type":"object"}`
+	if got != want {
+		t.Errorf("SchemaFor = %s", got)
+	}
+	if got := string(mcp.SchemaFor(3)); got != `{"type":"object"}` {
+		t.Errorf("non-struct: %s", got)
+	}
+}
