@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,18 +76,25 @@ type Options struct {
 // the server was a process it carries the exit status and stderr tail
 // (SPEC K5).
 type ConnectionLostError struct {
-	Exit  *process.ExitError // nil for a plain stream
+	Exit  *process.ExitError // how the server process ended; nil for a stream, or a server still running
 	Cause error              // why the connection ended, if it says
+	// StderrTail is the server's stderr so far when it had not exited
+	// (it closed its stdout and kept running).
+	StderrTail string
 }
 
 func (e *ConnectionLostError) Error() string {
+	msg := "client: connection lost"
 	switch {
 	case e.Exit != nil:
-		return "client: connection lost: " + e.Exit.Error()
+		return msg + ": " + e.Exit.Error()
 	case e.Cause != nil:
-		return "client: connection lost: " + e.Cause.Error()
+		msg += ": " + e.Cause.Error()
 	}
-	return "client: connection lost"
+	if e.StderrTail != "" {
+		msg += "; server still running; stderr tail:\n" + strings.TrimRight(e.StderrTail, "\n")
+	}
+	return msg
 }
 
 // Unwrap makes the error match ErrConnectionLost, the exit error and the cause.
@@ -111,10 +119,11 @@ type Stats struct {
 
 // generation is one connection (and, for Start, one server process).
 type generation struct {
-	conn *rpc.Conn
-	proc *process.Process
-	next chan struct{} // closed when the client has moved on from this generation
-	lost error         // why it ended, set before next is closed
+	conn    *rpc.Conn
+	proc    *process.Process
+	next    chan struct{} // closed when the client has moved on from this generation
+	lost    error         // why it ended, set before next is closed
+	counted bool          // its stats are in Client.past (guarded by Client.mu)
 }
 
 // Client is the calling side of a JSON-RPC connection: over any stream
@@ -165,6 +174,11 @@ func (c *Client) connOptions() *rpc.Options {
 		// A lost server leaves nothing to wait for.
 		EndOfStreamTimeout: time.Millisecond,
 	}
+	if c.opts.Process != nil && c.opts.Process.Grace > 0 {
+		// Draining our last messages to a server that does not read is
+		// bounded like the ladder's steps.
+		o.ShutdownTimeout = c.opts.Process.Grace
+	}
 	switch {
 	case c.opts.NoCancel:
 	case c.opts.Cancel != nil:
@@ -209,26 +223,36 @@ func (c *Client) spawn() (*generation, error) {
 	return &generation{conn: conn, proc: p, next: make(chan struct{})}, nil
 }
 
-// watch waits for a generation to end and then restarts or gives up.
+// watch waits for a generation to end and then restarts or gives up. The
+// end is the connection's end, or the server's exit: a child the server
+// left behind may hold its stdout open, so no end of input would come
+// (a crash must still fail pending calls, SPEC K5).
 func (c *Client) watch(g *generation) {
 	c.monitors.Add(1)
 	go func() {
 		defer c.monitors.Done()
-		<-g.conn.Done()
+		c.awaitEnd(g)
 		lost := c.lostError(g)
 		c.mu.Lock()
 		c.addStatsLocked(g.conn.Stats())
+		g.counted = true
 		closing := c.closing
 		c.mu.Unlock()
+		if g.proc != nil {
+			// It may have closed stdout and still run: stop it, without
+			// making the callers wait for the ladder.
+			c.monitors.Add(1)
+			go func() {
+				defer c.monitors.Done()
+				g.proc.Shutdown()
+			}()
+		}
 		if closing {
 			g.lost = lost
 			close(g.next)
 			return
 		}
 		c.log.Warn("client: connection to the server lost", "error", lost)
-		if g.proc != nil {
-			g.proc.Shutdown() // it may have closed stdout and still run
-		}
 		next, err := c.restart(lost)
 		c.mu.Lock()
 		g.lost = lost
@@ -255,10 +279,46 @@ func (c *Client) watch(g *generation) {
 		if next != nil {
 			c.watch(next)
 			if c.opts.OnRestart != nil {
-				c.opts.OnRestart(restarts, lost)
+				// Not on the monitor: the callback may call Close, which
+				// waits for the monitors.
+				go c.opts.OnRestart(restarts, lost)
 			}
 		}
 	}()
+}
+
+// awaitEnd returns when the generation's connection has ended. If the
+// server exits first, what its group left behind is killed so its pipes
+// close, and the connection is closed if they still do not.
+func (c *Client) awaitEnd(g *generation) {
+	var exited <-chan struct{}
+	if g.proc != nil {
+		exited = g.proc.Exited()
+	}
+	select {
+	case <-g.conn.Done():
+		return
+	case <-exited:
+	}
+	if waitClosed(g.conn.Done(), 200*time.Millisecond) {
+		return // the rest of its output was read; input ended normally
+	}
+	g.proc.KillGroup()
+	if waitClosed(g.conn.Done(), 300*time.Millisecond) {
+		return
+	}
+	g.conn.Close()
+}
+
+func waitClosed(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // restart starts a new server per the policy, or returns nil.
@@ -296,13 +356,11 @@ func (c *Client) restart(lost error) (*generation, error) {
 func (c *Client) lostError(g *generation) error {
 	e := &ConnectionLostError{Cause: g.conn.Wait()}
 	if g.proc != nil {
-		t := time.NewTimer(time.Second)
-		select {
-		case <-g.proc.Exited():
+		if waitClosed(g.proc.Exited(), 250*time.Millisecond) {
 			e.Exit = g.proc.ExitError()
-		case <-t.C:
+		} else {
+			e.StderrTail = g.proc.StderrTail()
 		}
-		t.Stop()
 	}
 	return e
 }
@@ -393,10 +451,8 @@ func (c *Client) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.past
-	if c.cur != nil {
-		select {
-		case <-c.cur.next:
-		default:
+	if c.cur != nil && !c.cur.counted {
+		{
 			now := c.cur.conn.Stats()
 			s.ParseErrors += now.ParseErrors
 			s.InvalidMessages += now.InvalidMessages
@@ -439,6 +495,10 @@ func (c *Client) Close() process.ShutdownResult {
 
 	var res process.ShutdownResult
 	if g.proc != nil {
+		// Drain what we queued last (a cancellation, say) and close the
+		// server's stdin through the connection, which keeps reading its
+		// final replies; then the ladder.
+		_ = g.conn.CloseOutput()
 		res = g.proc.Shutdown()
 	}
 	g.conn.Close()

@@ -88,6 +88,7 @@ type Process struct {
 	opts   Options
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
+	stderr io.ReadCloser
 	tail   *tailBuffer
 	sink   *sinkQueue
 
@@ -164,13 +165,12 @@ func Start(c Command, opts *Options) (*Process, error) {
 	for _, f := range childEnds {
 		f.Close()
 	}
-	p.stdin, p.stdout = inW, outR
-	stderr := errR
+	p.stdin, p.stdout, p.stderr = inW, outR, errR
 	p.started = time.Now()
 	if o.Stderr != nil {
 		p.sink = newSinkQueue(o.Stderr)
 	}
-	go p.drainStderr(stderr)
+	go p.drainStderr(p.stderr)
 	go p.reap()
 	return p, nil
 }
@@ -228,8 +228,9 @@ func (p *Process) reap() {
 	close(p.exited)
 }
 
-func (p *Process) drainStderr(r io.Reader) {
+func (p *Process) drainStderr(r io.ReadCloser) {
 	defer close(p.drained)
+	defer r.Close()
 	buf := make([]byte, 4096)
 	for {
 		n, err := r.Read(buf)
@@ -286,10 +287,23 @@ func (p *Process) Shutdown() ShutdownResult {
 		}
 		_ = killGroup(p.cmd) // leftovers of the group
 		_ = p.stdout.Close()
+		// stderr ends when its last writer is gone; one that escaped the
+		// group (setsid) must not keep our drain alive.
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-p.drained:
+		case <-t.C:
+			_ = p.stderr.Close()
+		}
+		t.Stop()
 	})
 	<-p.ladderDone
 	return p.result
 }
+
+// KillGroup kills whatever is left in the server's process group (after the
+// server itself exited, its children may still hold its pipes).
+func (p *Process) KillGroup() { _ = killGroup(p.cmd) }
 
 // Kill ends the server and its group at once, without the ladder.
 func (p *Process) Kill() {

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 
@@ -170,10 +171,33 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	// Like Call: wait for room only as long as ctx allows, and never write
+	// on the caller's goroutine (SPEC K1).
+	if err := c.out.EnqueueContext(ctx, msg); err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		c.writeFailed(err)
 		return err
 	}
-	return c.send(msg)
+	c.out.FlushAsync()
+	return nil
+}
+
+// CloseOutput drains what is queued for the peer (within ShutdownTimeout)
+// and closes our output stream, while input is still read: the peer sees
+// end of input and can answer what it has in flight. It is how a client
+// asks a stdio server to exit without losing the messages it queued last
+// (a cancellation, say). Later sends fail.
+func (c *Conn) CloseOutput() error {
+	c.mu.Lock()
+	c.outputClosed = true
+	c.mu.Unlock()
+	err := c.out.CloseWithin(c.opts.ShutdownTimeout, c.opts.ShutdownTimeout)
+	if err != nil {
+		return fmt.Errorf("rpc: closing output: %w", err)
+	}
+	return nil
 }
 
 // Stats counts what a connection has seen.

@@ -85,6 +85,9 @@ type Conn struct {
 	hurried   bool          // the grace was cut short (Close or a fault during it)
 	hurry     chan struct{} // closed when hurried
 	closeCall bool          // Close was called
+	// outputClosed: CloseOutput ended output on purpose; a later failed
+	// send is not a transport fault.
+	outputClosed bool
 	cause     error
 
 	nextID atomic.Int64

@@ -51,6 +51,12 @@ func (c *Conn) inputEnded(err error) {
 // outputFailed is called when output can no longer be written: the reply
 // stream is gone, so the connection stops without grace (SPEC C6).
 func (c *Conn) outputFailed(err error) {
+	c.mu.Lock()
+	closedByUs := c.outputClosed && errors.Is(err, framing.ErrOutputClosed)
+	c.mu.Unlock()
+	if closedByUs {
+		return
+	}
 	c.stop(fmt.Errorf("rpc: writing output: %w", err), false)
 }
 
@@ -58,9 +64,9 @@ func (c *Conn) outputFailed(err error) {
 // own shutdown is expected; anything else is a transport fault.
 func (c *Conn) writeFailed(err error) {
 	c.mu.Lock()
-	stopping := c.stopping
+	expected := c.stopping || c.outputClosed
 	c.mu.Unlock()
-	if stopping && errors.Is(err, framing.ErrOutputClosed) {
+	if expected && errors.Is(err, framing.ErrOutputClosed) {
 		return
 	}
 	if cause := c.out.Err(); cause != nil {
