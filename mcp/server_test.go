@@ -209,7 +209,7 @@ func TestCancelStopsTool(t *testing.T) {
 // it with nothing more written.
 func TestListen(t *testing.T) {
 	runMCP(t, nil, func(w *wiretest.Wire, s *mcp.Server) {
-		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{` + meta + `,"notifications":{"toolsListChanged":true,"promptsListChanged":true}}}`))
+		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{`+meta+`,"notifications":{"toolsListChanged":true,"promptsListChanged":true}}}`))
 		jsonEq(t, got, `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"},"notifications":{"toolsListChanged":true}}}`)
 		s.RemoveTool("fails")
 		jsonEq(t, one(t, w.Take()), `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"}}}`)

@@ -88,7 +88,7 @@ type Conn struct {
 	// outputClosed: CloseOutput ended output on purpose; a later failed
 	// send is not a transport fault.
 	outputClosed bool
-	cause     error
+	cause        error
 
 	nextID atomic.Int64
 	stats  stats
