@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -119,11 +121,12 @@ type Stats struct {
 
 // generation is one connection (and, for Start, one server process).
 type generation struct {
-	conn    *rpc.Conn
-	proc    *process.Process
-	next    chan struct{} // closed when the client has moved on from this generation
-	lost    error         // why it ended, set before next is closed
-	counted bool          // its stats are in Client.past (guarded by Client.mu)
+	conn     *rpc.Conn
+	proc     *process.Process
+	next     chan struct{} // closed when the client has moved on from this generation
+	lost     error         // why it ended, set before next is closed
+	counted  bool          // its stats are in Client.past (guarded by Client.mu)
+	answered atomic.Bool   // a call on it has had a response
 }
 
 // Client is the calling side of a JSON-RPC connection: over any stream
@@ -377,6 +380,60 @@ func (c *Client) current() (*generation, error) {
 	return c.cur, nil
 }
 
+// ErrNotRestartable is returned by Restart for a client made with New.
+var ErrNotRestartable = errors.New("client: not a server process; cannot restart")
+
+// Restart replaces a server that has died with a new process, whatever the
+// restart policy says: for a caller that knows the death was expected (an
+// MCP server that exits on a probe it does not understand, say). It does
+// nothing when the current server is still running.
+func (c *Client) Restart() error {
+	if c.command.Path == "" {
+		return ErrNotRestartable
+	}
+	c.mu.Lock()
+	g := c.cur
+	c.mu.Unlock()
+	select {
+	case <-g.next: // the monitor is done with it
+	case <-g.conn.Done():
+		<-g.next
+	default:
+		return nil // still running
+	}
+	next, err := c.spawn()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		next.proc.Shutdown()
+		next.conn.Close()
+		return ErrClosed
+	}
+	if c.cur != g {
+		c.mu.Unlock() // someone else restarted it meanwhile
+		next.proc.Shutdown()
+		next.conn.Close()
+		return nil
+	}
+	c.cur = next
+	c.failed = nil
+	c.restarts++
+	c.mu.Unlock()
+	c.watch(next)
+	return nil
+}
+
+// Fresh reports whether the current server process has not answered
+// anything yet (its first request may need a start-up allowance).
+func (c *Client) Fresh() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur != nil && c.cur.proc != nil && !c.cur.answered.Load()
+}
+
 // CallOption modifies one call.
 type CallOption func(*callOptions)
 
@@ -419,6 +476,10 @@ func (c *Client) Call(ctx context.Context, method string, params any, opts ...Ca
 
 func (c *Client) callOn(ctx context.Context, g *generation, method string, params any) (json.RawMessage, error) {
 	res, err := g.conn.Call(ctx, method, params)
+	var je *jsonrpc.Error
+	if err == nil || errors.As(err, &je) {
+		g.answered.Store(true)
+	}
 	if err != nil && errors.Is(err, ErrConnectionLost) && ctx.Err() == nil {
 		<-g.conn.Done()
 		return nil, c.lostError(g)

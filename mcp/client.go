@@ -1,0 +1,585 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/process"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// Mode says how a client picks the protocol era (SPEC E2).
+type Mode int
+
+const (
+	// Auto probes with server/discover first and falls back to initialize
+	// only on evidence that the server is not modern. The default.
+	Auto Mode = iota
+	// Modern speaks 2026-07-28 only: no fallback.
+	Modern
+	// Legacy goes straight to initialize, without a probe.
+	Legacy
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Modern:
+		return "modern"
+	case Legacy:
+		return "legacy"
+	}
+	return "auto"
+}
+
+// ProbeOutcome says what the server/discover probe found.
+type ProbeOutcome string
+
+const (
+	ProbeResult      ProbeOutcome = "result"       // a DiscoverResult: modern
+	ProbeModernError ProbeOutcome = "modern-error" // -32022: modern, another version
+	ProbeError       ProbeOutcome = "error"        // any other error, or a malformed answer: legacy
+	ProbeTimeout     ProbeOutcome = "timeout"      // silence past the probe timeout: legacy
+	ProbeExit        ProbeOutcome = "exit"         // the server died on the probe: restarted, legacy
+	ProbeCached      ProbeOutcome = "cached"       // the era cache answered; no probe
+	ProbeNone        ProbeOutcome = "none"         // Legacy mode: no probe
+)
+
+// Defaults of ClientOptions (seed 000, SPEC E3).
+const (
+	DefaultProbeTimeout            = 5 * time.Second
+	DefaultProcessStartupAllowance = 10 * time.Second
+	DefaultConnectTimeout          = 30 * time.Second
+)
+
+// Errors a connect can fail with.
+var (
+	// ErrNoCommonVersion: the server is modern but shares no version with
+	// us (a -32022 whose supported list has none of ours). Never a reason
+	// to fall back to initialize.
+	ErrNoCommonVersion = errors.New("mcp: the server supports no protocol version we speak")
+	// ErrNotModern: Modern mode met a server that is not modern.
+	ErrNotModern = errors.New("mcp: the server did not answer as a 2026-07-28 server")
+	// ErrInputRequired: the server asked for input (multi-round-trip
+	// requests), which this client does not provide yet.
+	ErrInputRequired = errors.New("mcp: the server asked for client input (input_required)")
+)
+
+// ClientOptions configures a client session. The zero value (or nil) means
+// Auto mode with the documented timeouts and no era cache.
+type ClientOptions struct {
+	Mode Mode
+	// Info identifies this client. Default {"agentwire", "1"}.
+	Info Implementation
+	// Capabilities are this client's capabilities. Default {}.
+	Capabilities map[string]any
+	// ProbeTimeout bounds the server/discover probe. Default 5 s.
+	ProbeTimeout time.Duration
+	// ProcessStartupAllowance is added to the first probe of a freshly
+	// started process. Default 10 s.
+	ProcessStartupAllowance time.Duration
+	// ConnectTimeout bounds the whole connect. Default 30 s.
+	ConnectTimeout time.Duration
+	// Cache remembers eras across connects, keyed by CacheKey. Nil: none.
+	Cache EraCache
+	// CacheKey identifies the server. Default for StartServer: its
+	// command line and arguments.
+	CacheKey string
+	// Transport configures the underlying client (cancellation style,
+	// stderr sink, shutdown grace, restart policy, ...).
+	Transport *client.Options
+}
+
+func (o *ClientOptions) resolve() ClientOptions {
+	var s ClientOptions
+	if o != nil {
+		s = *o
+	}
+	if s.Info.Name == "" {
+		s.Info = Implementation{Name: "agentwire", Version: "1"}
+	}
+	if s.Capabilities == nil {
+		s.Capabilities = map[string]any{}
+	}
+	if s.ProbeTimeout <= 0 {
+		s.ProbeTimeout = DefaultProbeTimeout
+	}
+	if s.ProcessStartupAllowance <= 0 {
+		s.ProcessStartupAllowance = DefaultProcessStartupAllowance
+	}
+	if s.ConnectTimeout <= 0 {
+		s.ConnectTimeout = DefaultConnectTimeout
+	}
+	return s
+}
+
+// Session is a negotiated MCP connection.
+type Session struct {
+	c    *client.Client
+	opts ClientOptions
+
+	era          string // "modern" or "legacy"
+	version      string
+	serverInfo   Implementation
+	capabilities json.RawMessage
+	instructions string
+	probe        ProbeOutcome
+	connectTime  time.Duration
+
+	nextToken atomic.Int64
+	progress  sync.Map // progress token (raw JSON) -> ProgressFunc
+}
+
+// ProgressFunc receives notifications/progress for one call.
+type ProgressFunc func(progress, total float64, message string)
+
+// StartServer launches a stdio MCP server and negotiates with it.
+func StartServer(ctx context.Context, cmd process.Command, opts *ClientOptions) (*Session, error) {
+	s := &Session{opts: opts.resolve()}
+	if s.opts.CacheKey == "" {
+		key, _ := json.Marshal(append([]string{cmd.Path}, cmd.Args...))
+		s.opts.CacheKey = string(key)
+	}
+	c, err := client.Start(cmd, s.transportOptions())
+	if err != nil {
+		return nil, err
+	}
+	s.c = c
+	if err := s.connect(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewClient negotiates over an existing stream (r: the server's messages,
+// w: ours).
+func NewClient(ctx context.Context, r io.Reader, w io.Writer, opts *ClientOptions) (*Session, error) {
+	s := &Session{opts: opts.resolve()}
+	s.c = client.New(r, w, s.transportOptions())
+	if err := s.connect(ctx); err != nil {
+		s.c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) transportOptions() *client.Options {
+	var o client.Options
+	if s.opts.Transport != nil {
+		o = *s.opts.Transport
+	}
+	o.Handler = rpc.HandlerFunc(s.handle)
+	return &o
+}
+
+// handle serves what the server sends us: progress for our calls.
+func (s *Session) handle(_ context.Context, r *rpc.Request) (any, error) {
+	if r.Method == methodProgress {
+		var p struct {
+			Token    json.RawMessage `json:"progressToken"`
+			Progress float64         `json:"progress"`
+			Total    float64         `json:"total"`
+			Message  string          `json:"message"`
+		}
+		if json.Unmarshal(r.Params, &p) == nil {
+			if f, ok := s.progress.Load(string(p.Token)); ok {
+				f.(ProgressFunc)(p.Progress, p.Total, p.Message)
+			}
+		}
+		return nil, nil
+	}
+	if r.IsNotification() {
+		return nil, nil
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", r.Method)
+}
+
+// Era is "modern" or "legacy".
+func (s *Session) Era() string { return s.era }
+
+// ProtocolVersion is the version agreed with the server.
+func (s *Session) ProtocolVersion() string { return s.version }
+
+// ServerInfo is what the server said about itself.
+func (s *Session) ServerInfo() Implementation { return s.serverInfo }
+
+// Capabilities are the server's capabilities, raw.
+func (s *Session) Capabilities() json.RawMessage { return s.capabilities }
+
+// Probe says how the era was found.
+func (s *Session) Probe() ProbeOutcome { return s.probe }
+
+// ConnectDuration is how long the negotiation took.
+func (s *Session) ConnectDuration() time.Duration { return s.connectTime }
+
+// Client is the underlying JSON-RPC client (stats, the server process).
+func (s *Session) Client() *client.Client { return s.c }
+
+// Close ends the session, shutting a started server down with the ladder.
+func (s *Session) Close() process.ShutdownResult { return s.c.Close() }
+
+// ----- negotiation (SPEC E2–E5) -----
+
+func (s *Session) meta(version string) map[string]any {
+	return map[string]any{
+		MetaProtocolVersion:    version,
+		MetaClientInfo:         s.opts.Info,
+		MetaClientCapabilities: s.opts.Capabilities,
+	}
+}
+
+func (s *Session) connect(ctx context.Context) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
+	defer cancel()
+	err := s.negotiate(ctx)
+	s.connectTime = time.Since(start)
+	return err
+}
+
+func (s *Session) negotiate(ctx context.Context) error {
+	switch s.opts.Mode {
+	case Legacy:
+		s.probe = ProbeNone
+		return s.initialize(ctx)
+	case Auto:
+		if s.opts.Cache != nil {
+			if e, ok := s.opts.Cache.Get(s.opts.CacheKey); ok {
+				s.probe = ProbeCached
+				if e.Era == "modern" && IsModern(e.Version) {
+					s.era, s.version = "modern", e.Version
+					return nil
+				}
+				if e.Era == "legacy" {
+					return s.initialize(ctx)
+				}
+			}
+		}
+	}
+	return s.probeAndDecide(ctx)
+}
+
+// probeAndDecide sends server/discover and reads the outcome (seed 001,
+// "the probe"): a result is modern; -32022 is modern at another version,
+// never a fallback; any other error, silence or the server dying is legacy.
+// The fallback is never keyed to one error code.
+func (s *Session) probeAndDecide(ctx context.Context) error {
+	version := ModernVersions[0]
+	retried := false
+	for {
+		outcome, res, perr := s.discover(ctx, version)
+		s.probe = outcome
+		switch outcome {
+		case ProbeResult:
+			return s.modernFromDiscover(ctx, res)
+		case ProbeModernError:
+			next := mutualModern(perr.supported)
+			if next == "" {
+				s.forget()
+				return fmt.Errorf("%w: the server supports %v", ErrNoCommonVersion, perr.supported)
+			}
+			if retried || next == version {
+				s.forget()
+				return fmt.Errorf("%w: the server rejected %s", ErrNoCommonVersion, version)
+			}
+			version, retried = next, true
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("mcp: connect: %w", err)
+		}
+		if s.opts.Mode == Modern {
+			return fmt.Errorf("%w: probe %s: %v", ErrNotModern, outcome, perr.err)
+		}
+		switch outcome {
+		case ProbeError:
+			if perr.definitive {
+				s.put(EraEntry{Era: "legacy"}) // a definitive rejection (SPEC E4)
+			}
+		case ProbeExit:
+			if err := s.c.Restart(); err != nil {
+				return fmt.Errorf("mcp: the server exited on the probe and could not be restarted: %w", err)
+			}
+		}
+		return s.initialize(ctx)
+	}
+}
+
+type probeError struct {
+	err        error
+	supported  []string
+	definitive bool // an error reply to the probe
+}
+
+// discover sends one probe and classifies what came back.
+func (s *Session) discover(ctx context.Context, version string) (ProbeOutcome, json.RawMessage, probeError) {
+	timeout := s.opts.ProbeTimeout
+	if s.c.Fresh() {
+		timeout += s.opts.ProcessStartupAllowance
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := s.c.Call(pctx, methodDiscover, map[string]any{"_meta": s.meta(version)})
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+		return ProbeResult, res, probeError{}
+	case errors.As(err, &je) && je.Code == CodeUnsupportedProtocolVersion:
+		var data struct {
+			Supported []string `json:"supported"`
+		}
+		if json.Unmarshal(je.Data, &data) == nil && len(data.Supported) > 0 {
+			return ProbeModernError, nil, probeError{err: err, supported: data.Supported}
+		}
+		// -32022 without a usable list is no modern evidence.
+		return ProbeError, nil, probeError{err: err}
+	case errors.As(err, &je):
+		return ProbeError, nil, probeError{err: err, definitive: true}
+	case errors.Is(err, client.ErrConnectionLost):
+		return ProbeExit, nil, probeError{err: err}
+	case pctx.Err() != nil && ctx.Err() == nil:
+		return ProbeTimeout, nil, probeError{err: err}
+	}
+	return ProbeError, nil, probeError{err: err}
+}
+
+type discoverResult struct {
+	SupportedVersions []string        `json:"supportedVersions"`
+	Capabilities      json.RawMessage `json:"capabilities"`
+	Instructions      string          `json:"instructions"`
+	Meta              struct {
+		ServerInfo Implementation `json:"io.modelcontextprotocol/serverInfo"`
+	} `json:"_meta"`
+}
+
+func (s *Session) modernFromDiscover(ctx context.Context, raw json.RawMessage) error {
+	var r discoverResult
+	if err := json.Unmarshal(raw, &r); err != nil || len(r.SupportedVersions) == 0 {
+		// A malformed probe response is not modern evidence, and teaches
+		// the cache nothing (SPEC E4).
+		s.probe = ProbeError
+		if s.opts.Mode == Modern {
+			return fmt.Errorf("%w: malformed server/discover result", ErrNotModern)
+		}
+		return s.initialize(ctx)
+	}
+	if v := mutualModern(r.SupportedVersions); v != "" {
+		s.era, s.version = "modern", v
+		s.serverInfo, s.capabilities, s.instructions = r.Meta.ServerInfo, r.Capabilities, r.Instructions
+		s.put(EraEntry{Era: "modern", Version: v})
+		return nil
+	}
+	// It answered, but lists no modern version of ours.
+	if s.opts.Mode == Modern || !slices.ContainsFunc(r.SupportedVersions, func(v string) bool { return slices.Contains(LegacyVersions, v) }) {
+		s.forget()
+		return fmt.Errorf("%w: the server lists %v", ErrNoCommonVersion, r.SupportedVersions)
+	}
+	if !slices.ContainsFunc(r.SupportedVersions, IsModern) {
+		s.put(EraEntry{Era: "legacy"}) // an explicit legacy-only list (SPEC E4)
+	}
+	return s.initialize(ctx)
+}
+
+func mutualModern(theirs []string) string {
+	for _, v := range ModernVersions {
+		if slices.Contains(theirs, v) {
+			return v
+		}
+	}
+	return ""
+}
+
+func (s *Session) put(e EraEntry) {
+	if s.opts.Cache != nil && s.opts.Mode == Auto {
+		s.opts.Cache.Put(s.opts.CacheKey, e)
+	}
+}
+
+func (s *Session) forget() {
+	if s.opts.Cache != nil {
+		s.opts.Cache.Forget(s.opts.CacheKey)
+	}
+}
+
+type initializeResult struct {
+	ProtocolVersion string          `json:"protocolVersion"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+	ServerInfo      Implementation  `json:"serverInfo"`
+	Instructions    string          `json:"instructions"`
+}
+
+// initialize is the legacy handshake.
+func (s *Session) initialize(ctx context.Context) error {
+	res, err := s.c.Call(ctx, methodInitialize, map[string]any{
+		"protocolVersion": LatestLegacyVersion,
+		"capabilities":    s.opts.Capabilities,
+		"clientInfo":      s.opts.Info,
+	})
+	if err != nil {
+		return fmt.Errorf("mcp: initialize: %w", err)
+	}
+	var r initializeResult
+	if err := json.Unmarshal(res, &r); err != nil {
+		return fmt.Errorf("mcp: initialize: malformed result: %w", err)
+	}
+	if !slices.Contains(LegacyVersions, r.ProtocolVersion) {
+		return fmt.Errorf("%w: initialize answered %q", ErrNoCommonVersion, r.ProtocolVersion)
+	}
+	s.era, s.version = "legacy", r.ProtocolVersion
+	s.serverInfo, s.capabilities, s.instructions = r.ServerInfo, r.Capabilities, r.Instructions
+	if err := s.c.Notify(ctx, methodInitialized, nil); err != nil {
+		return fmt.Errorf("mcp: notifications/initialized: %w", err)
+	}
+	return nil
+}
+
+// ----- requests -----
+
+// Request sends any MCP request. In the modern era the per-request _meta
+// (version, client info, capabilities) is added to params, which must then
+// be an object (or nil). The result is returned raw; a result whose
+// resultType is input_required is ErrInputRequired.
+func (s *Session) Request(ctx context.Context, method string, params any, opts ...client.CallOption) (json.RawMessage, error) {
+	p, err := s.withMeta(params, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.c.Call(ctx, method, p, opts...)
+	if err != nil {
+		var je *jsonrpc.Error
+		if s.era == "modern" && errors.As(err, &je) && je.Code == CodeUnsupportedProtocolVersion {
+			s.forget() // what the cache said no longer holds (SPEC E5)
+		}
+		return nil, err
+	}
+	return res, checkResultType(res)
+}
+
+func checkResultType(res json.RawMessage) error {
+	var r struct {
+		ResultType *string `json:"resultType"`
+	}
+	if len(res) == 0 || res[0] != '{' || json.Unmarshal(res, &r) != nil || r.ResultType == nil {
+		return nil // absent resultType means "complete"
+	}
+	switch *r.ResultType {
+	case resultTypeComplete:
+		return nil
+	case resultTypeInputRequired:
+		return ErrInputRequired
+	}
+	return fmt.Errorf("mcp: unknown resultType %q", *r.ResultType)
+}
+
+// withMeta returns params as an object with _meta merged in: the modern
+// per-request fields, and extra keys (a progress token).
+func (s *Session) withMeta(params any, extra map[string]any) (any, error) {
+	if s.era != "modern" && extra == nil {
+		return params, nil
+	}
+	obj := map[string]json.RawMessage{}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return nil, err
+		}
+		if string(b) != "null" {
+			if err := json.Unmarshal(b, &obj); err != nil {
+				return nil, fmt.Errorf("mcp: params must be an object: %w", err)
+			}
+		}
+	}
+	meta := map[string]any{}
+	if raw, ok := obj["_meta"]; ok {
+		json.Unmarshal(raw, &meta)
+	}
+	if s.era == "modern" {
+		for k, v := range s.meta(s.version) {
+			meta[k] = v
+		}
+	}
+	for k, v := range extra {
+		meta[k] = v
+	}
+	b, _ := json.Marshal(meta)
+	obj["_meta"] = b
+	return obj, nil
+}
+
+// ListTools returns the server's tools.
+func (s *Session) ListTools(ctx context.Context) ([]Tool, error) {
+	res, err := s.Request(ctx, methodToolsList, nil, client.Retryable())
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Tools []Tool `json:"tools"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return nil, fmt.Errorf("mcp: tools/list: %w", err)
+	}
+	return r.Tools, nil
+}
+
+// CallOption modifies one tool call.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	progress  ProgressFunc
+	retryable bool
+}
+
+// WithProgress asks for progress notifications and delivers them to f.
+func WithProgress(f ProgressFunc) CallOption { return func(o *callOptions) { o.progress = f } }
+
+// SafeToRetry marks the call read-only: it is retried once on a restarted
+// server if the server dies during it.
+func SafeToRetry() CallOption { return func(o *callOptions) { o.retryable = true } }
+
+// CallTool calls a tool. Cancelling ctx sends notifications/cancelled.
+func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...CallOption) (*ToolResult, error) {
+	var co callOptions
+	for _, o := range opts {
+		o(&co)
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	var extra map[string]any
+	if co.progress != nil {
+		token := json.RawMessage(strconv.Quote("p" + strconv.FormatInt(s.nextToken.Add(1), 10)))
+		s.progress.Store(string(token), co.progress)
+		defer s.progress.Delete(string(token))
+		extra = map[string]any{MetaProgressToken: token}
+	}
+	p, err := s.withMeta(map[string]any{"name": name, "arguments": args}, extra)
+	if err != nil {
+		return nil, err
+	}
+	var copts []client.CallOption
+	if co.retryable {
+		copts = append(copts, client.Retryable())
+	}
+	res, err := s.c.Call(ctx, methodToolsCall, p, copts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResultType(res); err != nil {
+		return nil, err
+	}
+	var r ToolResult
+	if err := json.Unmarshal(res, &r); err != nil {
+		return nil, fmt.Errorf("mcp: tools/call: %w", err)
+	}
+	return &r, nil
+}

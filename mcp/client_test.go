@@ -1,0 +1,324 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/internal/wiretest"
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// recorder wraps a server handler and remembers the methods it saw.
+type recorder struct {
+	mu      sync.Mutex
+	methods []string
+	next    rpc.Handler
+}
+
+func (r *recorder) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	r.mu.Lock()
+	r.methods = append(r.methods, req.Method)
+	r.mu.Unlock()
+	return r.next.Handle(ctx, req)
+}
+
+func (r *recorder) saw() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.methods...)
+}
+
+// discoverErr makes server/discover fail with the given error and passes
+// everything else to a dual-era server.
+func discoverErr(e *jsonrpc.Error) func(*mcp.Server) rpc.Handler {
+	return func(s *mcp.Server) rpc.Handler {
+		h := s.Handler()
+		return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+			if r.Method == "server/discover" {
+				return nil, e
+			}
+			return h.Handle(ctx, r)
+		})
+	}
+}
+
+func discoverResult(raw string) func(*mcp.Server) rpc.Handler {
+	return func(s *mcp.Server) rpc.Handler {
+		h := s.Handler()
+		return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+			if r.Method == "server/discover" {
+				return json.RawMessage(raw), nil
+			}
+			return h.Handle(ctx, r)
+		})
+	}
+}
+
+// connectTo runs a server (built inside the bubble) and connects a client
+// to it in memory.
+func connectTo(t *testing.T, sopts *mcp.ServerOptions, wrap func(*mcp.Server) rpc.Handler, copts *mcp.ClientOptions) (*mcp.Session, *recorder, error) {
+	t.Helper()
+	s := newServer(sopts)
+	var h rpc.Handler = s.Handler()
+	if wrap != nil {
+		h = wrap(s)
+	}
+	rec := &recorder{next: h}
+	c2sR, c2sW := io.Pipe()
+	s2cR, s2cW := io.Pipe()
+	srv := rpc.New(c2sR, s2cW, rec, s.ConnOptions(&rpc.Options{Logger: wiretest.Quiet}))
+	var o mcp.ClientOptions
+	if copts != nil {
+		o = *copts
+	}
+	o.Transport = &client.Options{Logger: wiretest.Quiet}
+	sess, err := mcp.NewClient(context.Background(), s2cR, c2sW, &o)
+	t.Cleanup(func() {
+		if sess != nil {
+			sess.Close()
+		} else {
+			c2sW.Close()
+			s2cR.Close()
+		}
+		srv.Wait()
+	})
+	return sess, rec, err
+}
+
+// SPEC E2: a result is modern.
+func TestProbeModern(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sess, rec, err := connectTo(t, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sess.Era() != "modern" || sess.ProtocolVersion() != "2026-07-28" || sess.Probe() != mcp.ProbeResult ||
+			sess.ServerInfo().Name != "test-server" {
+			t.Fatalf("era %s %s probe %s info %+v", sess.Era(), sess.ProtocolVersion(), sess.Probe(), sess.ServerInfo())
+		}
+		if got := rec.saw(); len(got) != 1 || got[0] != "server/discover" {
+			t.Fatalf("server saw %q", got)
+		}
+		tools, err := sess.ListTools(context.Background())
+		if err != nil || len(tools) != 3 {
+			t.Fatalf("tools %v %v", tools, err)
+		}
+		var steps []float64
+		res, err := sess.CallTool(context.Background(), "slow", map[string]int{"steps": 3},
+			mcp.WithProgress(func(p, total float64, _ string) { steps = append(steps, p) }))
+		if err != nil || res.Content[0].Text != "done" || len(steps) != 3 || steps[2] != 3 {
+			t.Fatalf("call %+v %v progress %v", res, err, steps)
+		}
+	})
+}
+
+// SPEC E2: any other error is legacy, whatever its code.
+func TestProbeErrorFallsBackToLegacy(t *testing.T) {
+	for _, code := range []int64{-32601, -32602, -32600, -32000, 0} {
+		t.Run(string(jsonrpc.Int64ID(code)), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sess, rec, err := connectTo(t, nil, discoverErr(jsonrpc.Errorf(code, "initialize first")), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sess.Era() != "legacy" || sess.ProtocolVersion() != "2025-11-25" || sess.Probe() != mcp.ProbeError {
+					t.Fatalf("era %s %s probe %s", sess.Era(), sess.ProtocolVersion(), sess.Probe())
+				}
+				synctest.Wait()
+				if got := strings.Join(rec.saw(), " "); got != "server/discover initialize notifications/initialized" {
+					t.Fatalf("server saw %s", got)
+				}
+				res, err := sess.CallTool(context.Background(), "echo", map[string]string{"text": "legacy"})
+				if err != nil || res.Content[0].Text != "legacy" {
+					t.Fatalf("%+v %v", res, err)
+				}
+			})
+		})
+	}
+}
+
+// SPEC E2: -32022 is modern evidence; with no common version the client
+// fails and never sends initialize.
+func TestUnsupportedVersionNeverFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := jsonrpc.NewError(mcp.CodeUnsupportedProtocolVersion, "Unsupported protocol version",
+			map[string]any{"supported": []string{"2099-01-01"}, "requested": "2026-07-28"})
+		_, rec, err := connectTo(t, nil, discoverErr(e), nil)
+		if !errors.Is(err, mcp.ErrNoCommonVersion) {
+			t.Fatalf("err = %v", err)
+		}
+		synctest.Wait()
+		for _, m := range rec.saw() {
+			if m == "initialize" {
+				t.Fatal("the client fell back to initialize after -32022")
+			}
+		}
+	})
+}
+
+// SPEC E2, E3: silence past the probe timeout is legacy (the silent legacy
+// server of seed 001), after exactly ProbeTimeout.
+func TestSilentServerTimesOutToLegacy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		sess, _, err := connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly, LegacySilent: true}, nil,
+			&mcp.ClientOptions{ProbeTimeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); sess.Era() != "legacy" || sess.Probe() != mcp.ProbeTimeout || d != 500*time.Millisecond {
+			t.Fatalf("era %s probe %s after %v", sess.Era(), sess.Probe(), d)
+		}
+	})
+}
+
+// Modern mode does not fall back.
+func TestModernModeRefusesLegacy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, _, err := connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Mode: mcp.Modern})
+		if !errors.Is(err, mcp.ErrNotModern) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// Legacy mode goes straight to initialize.
+func TestLegacyModeSkipsProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sess, rec, err := connectTo(t, nil, nil, &mcp.ClientOptions{Mode: mcp.Legacy})
+		if err != nil || sess.Era() != "legacy" || sess.Probe() != mcp.ProbeNone {
+			t.Fatalf("%v %v", sess, err)
+		}
+		if got := rec.saw(); got[0] != "initialize" {
+			t.Fatalf("server saw %q", got)
+		}
+	})
+}
+
+// A malformed discover result is not modern evidence.
+func TestMalformedDiscoverResultFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cache := mcp.NewMemoryEraCache(nil)
+		sess, _, err := connectTo(t, nil, discoverResult(`{"resultType":"complete"}`), &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+		if err != nil || sess.Era() != "legacy" || sess.Probe() != mcp.ProbeError {
+			t.Fatalf("%v %v", sess, err)
+		}
+		if _, ok := cache.Get("k"); ok {
+			t.Error("a malformed probe response was cached")
+		}
+	})
+}
+
+// SPEC E4 and E5, with a fake clock: what each outcome teaches the cache.
+func TestEraCacheRules(t *testing.T) {
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	newCache := func() *mcp.MemoryEraCache { return mcp.NewMemoryEraCache(&mcp.MemoryEraCacheOptions{Now: clock}) }
+
+	t.Run("silence is not cached", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := newCache()
+			connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly, LegacySilent: true}, nil,
+				&mcp.ClientOptions{Cache: cache, CacheKey: "k", ProbeTimeout: time.Second})
+			if e, ok := cache.Get("k"); ok {
+				t.Fatalf("silence cached %+v", e)
+			}
+		})
+	})
+	t.Run("a definitive rejection caches legacy, and the next connect skips the probe", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := newCache()
+			connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if e, ok := cache.Get("k"); !ok || e.Era != "legacy" {
+				t.Fatalf("cache %+v %v", e, ok)
+			}
+			sess, rec, err := connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if err != nil || sess.Probe() != mcp.ProbeCached || rec.saw()[0] != "initialize" {
+				t.Fatalf("second connect: %v probe %s saw %q", err, sess.Probe(), rec.saw())
+			}
+		})
+	})
+	t.Run("legacy expires five minutes after the probe even while connections succeed", func(t *testing.T) {
+		cache := newCache()
+		cache.Put("k", mcp.EraEntry{Era: "legacy"})
+		for _, step := range []time.Duration{time.Minute, 2 * time.Minute, time.Minute, 59 * time.Second} {
+			now = now.Add(step)
+			if _, ok := cache.Get("k"); !ok {
+				t.Fatalf("expired early, at +%v", step)
+			}
+		}
+		now = now.Add(time.Second) // exactly 5 minutes after Put
+		if _, ok := cache.Get("k"); ok {
+			t.Fatal("legacy entry outlived its 5 minutes")
+		}
+	})
+	t.Run("the lifetime is configurable", func(t *testing.T) {
+		cache := mcp.NewMemoryEraCache(&mcp.MemoryEraCacheOptions{Now: clock, LegacyLifetime: time.Second})
+		cache.Put("k", mcp.EraEntry{Era: "legacy"})
+		now = now.Add(time.Second)
+		if _, ok := cache.Get("k"); ok {
+			t.Fatal("custom lifetime ignored")
+		}
+	})
+	t.Run("modern stays until forgotten", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := newCache()
+			connectTo(t, nil, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			now = now.Add(24 * time.Hour)
+			e, ok := cache.Get("k")
+			if !ok || e.Era != "modern" || e.Version != "2026-07-28" {
+				t.Fatalf("cache %+v %v", e, ok)
+			}
+			sess, rec, err := connectTo(t, nil, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if err != nil || sess.Probe() != mcp.ProbeCached || sess.Era() != "modern" || len(rec.saw()) != 0 {
+				t.Fatalf("cached modern: %v %s %q", err, sess.Probe(), rec.saw())
+			}
+		})
+	})
+	t.Run("a failed negotiation forgets modern", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := newCache()
+			cache.Put("k", mcp.EraEntry{Era: "modern", Version: "2026-07-28"})
+			// The server behind the key no longer speaks that version.
+			rejectAll := func(s *mcp.Server) rpc.Handler {
+				return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+					return nil, jsonrpc.NewError(mcp.CodeUnsupportedProtocolVersion, "Unsupported protocol version",
+						map[string]any{"supported": []string{"2099-01-01"}, "requested": "2026-07-28"})
+				})
+			}
+			sess, _, err := connectTo(t, nil, rejectAll, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if err != nil || sess.Probe() != mcp.ProbeCached {
+				t.Fatalf("%v %v", sess, err)
+			}
+			if _, err := sess.ListTools(context.Background()); err == nil {
+				t.Fatal("the request succeeded")
+			}
+			if e, ok := cache.Get("k"); ok {
+				t.Fatalf("modern entry kept after a failed negotiation: %+v", e)
+			}
+		})
+	})
+	t.Run("an explicit legacy-only version list caches legacy", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := newCache()
+			sess, _, err := connectTo(t, nil, discoverResult(`{"resultType":"complete","supportedVersions":["2025-11-25"],"capabilities":{}}`),
+				&mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if err != nil || sess.Era() != "legacy" {
+				t.Fatalf("%v %v", sess, err)
+			}
+			if e, ok := cache.Get("k"); !ok || e.Era != "legacy" {
+				t.Fatalf("cache %+v %v", e, ok)
+			}
+		})
+	})
+}
