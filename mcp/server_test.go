@@ -10,13 +10,17 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/agentwire/agentwire/internal/testserver"
 	"github.com/agentwire/agentwire/internal/wiretest"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testserver.Run()
+	goleak.VerifyTestMain(m)
+}
 
 const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
 

@@ -17,6 +17,9 @@
 //	sleeper       sleeps for a minute
 //	stubborn      ignores cancellation: "sleep" always runs to the end
 //	recorder      like echo, and copies every line it receives to stderr
+//	mcp           the example MCP server (dual era)
+//	mcp-probe-exit a legacy MCP server that exits on any request before
+//	              initialize, like rmcp 1.7 does on a server/discover probe
 package testserver
 
 import (
@@ -33,6 +36,8 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/echo"
+	"github.com/agentwire/agentwire/internal/seedserver"
+	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
 	"github.com/agentwire/agentwire/stdio"
@@ -145,6 +150,32 @@ func serve(mode string) int {
 			}
 			return base.Handle(ctx, r)
 		}
+	case "mcp":
+		conn, err := seedserver.New(seedserver.Options{}).ServeStdio(nil, nil)
+		if err != nil {
+			return 1
+		}
+		conn.Wait()
+		return 0
+	case "mcp-probe-exit":
+		srv := seedserver.New(seedserver.Options{Server: mcp.ServerOptions{Era: mcp.LegacyOnly}})
+		inner := srv.Handler()
+		initialized := false
+		h := rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+			if r.Method == "initialize" {
+				initialized = true
+			} else if !initialized && !r.IsNotification() {
+				fmt.Fprintln(os.Stderr, "expected initialize, got", r.Method, "- exiting")
+				os.Exit(1)
+			}
+			return inner.Handle(ctx, r)
+		})
+		conn, err := stdio.Serve(h, srv.ConnOptions(nil), nil)
+		if err != nil {
+			return 1
+		}
+		conn.Wait()
+		return 0
 	case "recorder":
 		pr, pw := io.Pipe()
 		go func() {

@@ -1,0 +1,65 @@
+//go:build unix
+
+package mcp_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentwire/agentwire/internal/testserver"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/process"
+)
+
+func serverCommand(t *testing.T, mode string) process.Command {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return process.Command{Path: exe, Env: testserver.Command(mode)}
+}
+
+// A real subprocess, dual-era: the probe finds it modern.
+func TestStartServerModern(t *testing.T) {
+	sess, err := mcp.StartServer(context.Background(), serverCommand(t, "mcp"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if sess.Era() != "modern" || sess.ServerInfo().Name != "agentwire-seed" {
+		t.Fatalf("era %s info %+v", sess.Era(), sess.ServerInfo())
+	}
+	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, mcp.SafeToRetry())
+	if err != nil || !strings.Contains(res.Content[0].Text, "1 results") {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// SPEC E2: a server that exits on the probe is restarted and spoken to in
+// legacy; nothing is cached.
+func TestServerExitingOnProbeIsRestarted(t *testing.T) {
+	cache := mcp.NewMemoryEraCache(nil)
+	start := time.Now()
+	sess, err := mcp.StartServer(context.Background(), serverCommand(t, "mcp-probe-exit"), &mcp.ClientOptions{Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if sess.Era() != "legacy" || sess.Probe() != mcp.ProbeExit || sess.Client().Stats().Restarts != 1 {
+		t.Fatalf("era %s probe %s restarts %d", sess.Era(), sess.Probe(), sess.Client().Stats().Restarts)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("connect took %v", d)
+	}
+	if _, ok := cache.Get(`["` + serverCommand(t, "x").Path + `"]`); ok {
+		t.Error("an exit on the probe was cached")
+	}
+	res, err := sess.CallTool(context.Background(), "echo", map[string]string{"text": "after restart"})
+	if err != nil || res.Content[0].Text != "after restart" {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
