@@ -85,7 +85,7 @@ type ClientOptions struct {
 	// ProbeTimeout bounds the server/discover probe. Default 5 s.
 	ProbeTimeout time.Duration
 	// ProcessStartupAllowance is added to the first probe of a freshly
-	// started process. Default 10 s.
+	// started process. Default 10 s; negative means none.
 	ProcessStartupAllowance time.Duration
 	// ConnectTimeout bounds the whole connect. Default 30 s.
 	ConnectTimeout time.Duration
@@ -113,8 +113,11 @@ func (o *ClientOptions) resolve() ClientOptions {
 	if s.ProbeTimeout <= 0 {
 		s.ProbeTimeout = DefaultProbeTimeout
 	}
-	if s.ProcessStartupAllowance <= 0 {
+	switch {
+	case s.ProcessStartupAllowance == 0:
 		s.ProcessStartupAllowance = DefaultProcessStartupAllowance
+	case s.ProcessStartupAllowance < 0:
+		s.ProcessStartupAllowance = 0
 	}
 	if s.ConnectTimeout <= 0 {
 		s.ConnectTimeout = DefaultConnectTimeout

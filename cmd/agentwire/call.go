@@ -12,11 +12,16 @@ import (
 
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/process"
 )
 
 // callReport is what --report writes to stderr.
 type callReport struct {
+	Era              string `json:"era"`
+	ProtocolVersion  string `json:"protocol_version"`
+	Probe            string `json:"probe"`
+	ConnectMS        int64  `json:"connect_ms"`
 	Shutdown         string `json:"shutdown"`
 	ShutdownMS       int64  `json:"shutdown_ms"`
 	StdoutViolations int64  `json:"stdout_violations"`
@@ -32,14 +37,26 @@ type callReport struct {
 func runCall(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	method := fs.String("method", "ping", "the request's method")
+	method := fs.String("method", "", "the request's method (default tools/list, or ping with --era none)")
 	params := fs.String("params", "", "the request's params, as JSON")
+	tool := fs.String("tool", "", "call this tool (tools/call)")
+	toolArgs := fs.String("args", "{}", "the tool's arguments, as JSON (with --tool)")
+	era := fs.String("era", "auto", "auto, modern, legacy, or none (plain JSON-RPC, no handshake)")
+	probeTimeout := fs.Duration("probe-timeout", mcp.DefaultProbeTimeout, "how long the server/discover probe may take")
+	allowance := fs.Duration("startup-allowance", mcp.DefaultProcessStartupAllowance,
+		"extra time for the first probe of the freshly started server (0 when --probe-timeout is given alone)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the response")
 	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the shutdown ladder")
 	report := fs.Bool("report", false, "write a JSON report of the session to stderr")
 	logLevel := fs.String("log-level", "error", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["probe-timeout"] && !set["startup-allowance"] {
+		// The probe timeout the user asked for is the one they get.
+		*allowance = 0
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
@@ -54,9 +71,39 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		p = json.RawMessage(*params)
 	}
-	if *timeout <= 0 || *grace <= 0 {
-		fmt.Fprintln(stderr, "agentwire call: --timeout and --grace must be positive")
+	if *timeout <= 0 || *grace <= 0 || *probeTimeout <= 0 {
+		fmt.Fprintln(stderr, "agentwire call: --timeout, --grace and --probe-timeout must be positive")
 		return 2
+	}
+	mode := mcp.Auto
+	switch *era {
+	case "auto":
+	case "modern":
+		mode = mcp.Modern
+	case "legacy":
+		mode = mcp.Legacy
+	case "none":
+	default:
+		fmt.Fprintf(stderr, "agentwire call: bad --era %q (auto, modern, legacy or none)\n", *era)
+		return 2
+	}
+	if *tool != "" {
+		if *era == "none" {
+			fmt.Fprintln(stderr, "agentwire call: --tool needs an MCP era (not --era none)")
+			return 2
+		}
+		if !json.Valid([]byte(*toolArgs)) {
+			fmt.Fprintf(stderr, "agentwire call: --args is not valid JSON: %s\n", *toolArgs)
+			return 2
+		}
+		*method = "tools/call"
+		p = map[string]any{"name": *tool, "arguments": json.RawMessage(*toolArgs)}
+	}
+	if *method == "" {
+		*method = "tools/list"
+		if *era == "none" {
+			*method = "ping"
+		}
 	}
 	logger, ok := newLogger(*logLevel, stderr)
 	if !ok {
@@ -64,17 +111,36 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	c, err := client.Start(process.Command{Path: argv[0], Args: argv[1:]}, &client.Options{
-		Logger:  logger,
-		Process: &process.Options{Grace: *grace, Logger: logger},
-	})
-	if err != nil {
-		fmt.Fprintln(stderr, "agentwire call:", err)
-		return 2
-	}
+	cmd := process.Command{Path: argv[0], Args: argv[1:]}
+	transport := &client.Options{Logger: logger, Process: &process.Options{Grace: *grace, Logger: logger}}
+	rep := callReport{Era: "none", Probe: string(mcp.ProbeNone)}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	res, err := c.Call(ctx, *method, p)
-	cancel()
+	defer cancel()
+
+	var c *client.Client
+	var call func() (json.RawMessage, error)
+	if *era == "none" {
+		var err error
+		if c, err = client.Start(cmd, transport); err != nil {
+			fmt.Fprintln(stderr, "agentwire call:", err)
+			return 2
+		}
+		call = func() (json.RawMessage, error) { return c.Call(ctx, *method, p) }
+	} else {
+		sess, err := mcp.StartServer(ctx, cmd, &mcp.ClientOptions{
+			Mode: mode, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
+			Transport: transport, Info: mcp.Implementation{Name: "agentwire-call", Version: "1"},
+		})
+		if err != nil {
+			fmt.Fprintln(stderr, "agentwire call:", err)
+			return 2
+		}
+		c = sess.Client()
+		rep.Era, rep.ProtocolVersion, rep.Probe = sess.Era(), sess.ProtocolVersion(), string(sess.Probe())
+		rep.ConnectMS = sess.ConnectDuration().Milliseconds()
+		call = func() (json.RawMessage, error) { return sess.Request(ctx, *method, p) }
+	}
+	res, err := call()
 
 	code := 0
 	var rpcErr *jsonrpc.Error
@@ -95,21 +161,28 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	shut := c.Close()
 	if *report {
 		st := c.Stats()
-		r := callReport{
-			Shutdown:         string(shut.Outcome),
-			ShutdownMS:       shut.Duration.Milliseconds(),
-			StdoutViolations: st.Violations,
-			LateResponses:    st.LateResponses,
-			Restarts:         st.Restarts,
-			ExitCode:         shut.ExitCode,
-		}
+		rep.Shutdown = string(shut.Outcome)
+		rep.ShutdownMS = shut.Duration.Milliseconds()
+		rep.StdoutViolations = st.Violations
+		rep.LateResponses = st.LateResponses
+		rep.Restarts = st.Restarts
+		rep.ExitCode = shut.ExitCode
 		if p := c.Process(); p != nil {
-			r.StderrTail = p.StderrTail()
+			rep.StderrTail = p.StderrTail()
 		}
-		b, _ := json.Marshal(r)
+		b, _ := json.Marshal(rep)
 		fmt.Fprintf(stderr, "%s\n", b)
 	}
 	return code
+}
+
+// noneIfZero maps "no allowance" to mcp's negative "none" (0 there means
+// the default).
+func noneIfZero(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 func newLogger(level string, w io.Writer) (*slog.Logger, bool) {

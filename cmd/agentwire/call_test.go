@@ -33,7 +33,8 @@ func agentwireCall(t *testing.T, mode string, args ...string) callResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, append(append([]string{"call"}, args...), "--", self)...)
+	// These servers speak plain JSON-RPC: no MCP handshake.
+	cmd := exec.Command(binary, append(append([]string{"call", "--era", "none"}, args...), "--", self)...)
 	cmd.Env = testserver.Command(mode)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -139,8 +140,79 @@ func TestCallExitCodes(t *testing.T) {
 	if r := agentwireCall(t, "echo", "--params", `{bad`); r.code != 2 {
 		t.Errorf("bad params: exit %d", r.code)
 	}
-	cmd := exec.Command(binary, "call", "--", "/nonexistent/server")
+	cmd := exec.Command(binary, "call", "--era", "none", "--", "/nonexistent/server")
 	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 2 {
 		t.Errorf("missing server: %v", err)
+	}
+}
+
+// mcpCall runs `agentwire call` against `agentwire serve mcp` with flags.
+func mcpCall(t *testing.T, callArgs []string, serveArgs ...string) callResult {
+	t.Helper()
+	args := append([]string{"call", "--report"}, callArgs...)
+	args = append(append(args, "--", binary, "serve", "mcp"), serveArgs...)
+	cmd := exec.Command(binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	r := callResult{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	json.Unmarshal([]byte(lines[len(lines)-1]), &r.report)
+	return r
+}
+
+// call negotiates by default and reports what it found (issue 4): modern
+// against a dual server, legacy (probe error) against a legacy one, and a
+// fallback after the probe timeout against a silent one.
+func TestCallNegotiates(t *testing.T) {
+	cases := []struct {
+		name      string
+		call      []string
+		serve     []string
+		era       string
+		probe     string
+		version   string
+		minMS     int64
+		maxMS     int64
+		wantInOut string
+	}{
+		{"dual", []string{"--tool", "echo", "--args", `{"text":"hi"}`}, nil, "modern", "result", "2026-07-28", 0, 2000, `"text":"hi"`},
+		{"legacy", nil, []string{"--era", "legacy"}, "legacy", "error", "2025-11-25", 0, 2000, `"name":"slow_report"`},
+		{"silent legacy", []string{"--probe-timeout", "0.5s"}, []string{"--era", "legacy", "--legacy-silent"}, "legacy", "timeout", "2025-11-25", 500, 2500, `"tools"`},
+		{"forced legacy", []string{"--era", "legacy"}, nil, "legacy", "none", "2025-11-25", 0, 2000, `"tools"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mcpCall(t, tc.call, tc.serve...)
+			if r.code != 0 || !strings.Contains(r.stdout, tc.wantInOut) {
+				t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+			}
+			rep := r.report
+			if rep.Era != tc.era || rep.Probe != tc.probe || rep.ProtocolVersion != tc.version ||
+				rep.ConnectMS < tc.minMS || rep.ConnectMS > tc.maxMS || rep.Shutdown != "exited" {
+				t.Fatalf("report %+v", rep)
+			}
+		})
+	}
+	// Modern mode against a legacy server is a transport-level failure.
+	if r := mcpCall(t, []string{"--era", "modern"}, "--era", "legacy"); r.code != 2 {
+		t.Errorf("modern against legacy: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// The chatty tool without the stdout guard pollutes stdout: the call still
+// succeeds and the report counts the line.
+func TestCallChattyWithoutGuard(t *testing.T) {
+	r := mcpCall(t, []string{"--tool", "chatty"}, "--no-stdout-guard")
+	if r.code != 0 || r.report.StdoutViolations != 1 {
+		t.Fatalf("exit %d report %+v", r.code, r.report)
+	}
+	r = mcpCall(t, []string{"--tool", "chatty"})
+	if r.code != 0 || r.report.StdoutViolations != 0 || !strings.Contains(r.report.StderrTail, "DEBUG: looking things up...") {
+		t.Fatalf("guarded: exit %d report %+v", r.code, r.report)
 	}
 }

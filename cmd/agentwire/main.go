@@ -45,12 +45,20 @@ Only serve mcp:
   --no-stdout-guard        let tools print to stdout (chatty then pollutes the stream)
 
 Flags of call:
-  --method M               the request's method (default ping)
-  --params JSON            the request's params
+  --era E                  auto (probe server/discover, fall back to initialize),
+                           modern, legacy, or none: plain JSON-RPC, no handshake
+                           (default auto)
+  --probe-timeout D        how long the probe may take (default 5s)
+  --startup-allowance D    extra time for the first probe of the fresh server
+                           (default 10s; 0 when --probe-timeout is given alone)
+  --method M               any method (default tools/list; ping with --era none)
+  --params JSON            the request's params (MCP _meta is added for you)
+  --tool NAME --args JSON  shorthand for tools/call
   --timeout D              how long to wait for the response (default 30s)
   --grace D                each wait of the shutdown ladder: close stdin, wait D,
                            SIGTERM the process group, wait D, SIGKILL (default 2s)
-  --report                 write a JSON report to stderr: shutdown outcome and time,
+  --report                 write a JSON report to stderr: era, protocol version,
+                           probe outcome, connect time, shutdown outcome and time,
                            stdout violations, late responses, restarts, exit code,
                            stderr tail
   --log-level L            (default error)
