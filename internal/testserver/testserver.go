@@ -37,8 +37,8 @@ import (
 
 	"github.com/agentwire/agentwire/echo"
 	"github.com/agentwire/agentwire/internal/seedserver"
-	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/rpc"
 	"github.com/agentwire/agentwire/stdio"
 )
