@@ -192,3 +192,6 @@ func newLogger(level string, w io.Writer) (*slog.Logger, bool) {
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), true
 }
+
+// discard is a logger for the demo's clients: the demo prints tables, not logs.
+var discard = slog.New(slog.DiscardHandler)

@@ -1,44 +1,31 @@
 package main
 
 import (
-	"bufio"
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
+
+	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/process"
+	"github.com/agentwire/agentwire/rpc"
 )
 
-// demoStep is one line the demo writes, what it shows, and how long to wait
-// afterwards so the transcript reads in order.
-type demoStep struct {
-	note  string
-	line  string
-	pause time.Duration
-}
-
-var demoScript = []demoStep{
-	{"a request; the result is the params, byte for byte", `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"hello":"world","n":1.50}}`, 50 * time.Millisecond},
-	{"a line that is not JSON: one -32700 with id null, and the server keeps serving", `this is not json`, 50 * time.Millisecond},
-	{"JSON that is not JSON-RPC: -32600", `{"hello":1}`, 50 * time.Millisecond},
-	{"an unknown method: -32601, the string id echoed", `{"jsonrpc":"2.0","id":"a","method":"nope"}`, 50 * time.Millisecond},
-	{"a handler that sends 3 notifications, all before its response", `{"jsonrpc":"2.0","id":2,"method":"notify","params":{"count":3}}`, 50 * time.Millisecond},
-	{"a handler that panics: -32603, the connection survives", `{"jsonrpc":"2.0","id":3,"method":"panic"}`, 50 * time.Millisecond},
-	{"a slow request...", `{"jsonrpc":"2.0","id":4,"method":"sleep","params":{"ms":5000}}`, 30 * time.Millisecond},
-	{"...cancelled: it gets no response at all", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"demo"}}`, 50 * time.Millisecond},
-	{"a batch: one request and one notification, so a one-element array comes back", `[{"jsonrpc":"2.0","id":5,"method":"echo","params":[1,2,3]},{"jsonrpc":"2.0","method":"echo"}]`, 50 * time.Millisecond},
-	{"two sleeps in flight; the shorter one answers first", `{"jsonrpc":"2.0","id":12345678901234567890,"method":"sleep","params":{"ms":300}}`, 0},
-	{"", `{"jsonrpc":"2.0","id":6,"method":"sleep","params":{"ms":100}}`, 20 * time.Millisecond},
-}
-
+// runDemo is `agentwire demo`: seed 001's experiments, measured live
+// against `agentwire serve mcp` variants started as real subprocesses.
+// `agentwire demo wire` shows a raw JSON-RPC session instead.
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	if len(args) > 0 && args[0] == "wire" {
+		return runWireDemo(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "agentwire demo: unknown argument %q (try: agentwire demo, agentwire demo wire)\n", args[0])
 		return 2
 	}
 	self, err := os.Executable()
@@ -46,81 +33,224 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentwire demo: cannot find my own executable:", err)
 		return 1
 	}
-	cmd := exec.Command(self, "serve", "echo", "--grace", "2s")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		fmt.Fprintln(stderr, "agentwire demo:", err)
-		return 1
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		fmt.Fprintln(stderr, "agentwire demo:", err)
-		return 1
-	}
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(stderr, "agentwire demo: starting the echo server:", err)
-		return 1
-	}
+	d := &demo{self: self, out: stdout}
 	start := time.Now()
-	var mu sync.Mutex
-	show := func(format string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(stdout, "%6.3fs  ", time.Since(start).Seconds())
-		fmt.Fprintf(stdout, format, a...)
-		fmt.Fprintln(stdout)
-	}
-	fmt.Fprintf(stdout, "agentwire demo: a session with `agentwire serve echo` (pid %d) over stdio\n", cmd.Process.Pid)
-	fmt.Fprintln(stdout, "  -> is what the demo writes to the server's stdin, <- what the server writes to its stdout")
-	fmt.Fprintln(stdout)
-
-	readDone := make(chan int)
-	go func() {
-		n := 0
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 32<<20)
-		for sc.Scan() {
-			n++
-			show("<- %s", sc.Text())
-		}
-		readDone <- n
-	}()
-
-	for _, s := range demoScript {
-		if s.note != "" {
-			show("   # %s", s.note)
-		}
-		show("-> %s", s.line)
-		if _, err := io.WriteString(stdin, s.line+"\n"); err != nil {
-			fmt.Fprintln(stderr, "agentwire demo: writing to the server:", err)
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+	fmt.Fprintln(stdout, "agentwire demo: seed 001's stdio experiments, live, against `agentwire serve mcp` subprocesses")
+	steps := []func() error{d.chatty, d.crash, d.ladder, d.cancel, d.probe}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			fmt.Fprintln(stderr, "agentwire demo:", err)
 			return 1
 		}
-		time.Sleep(s.pause)
 	}
-	show("   # closing stdin while both sleeps run: EOF is a half-close, their replies still arrive")
-	_ = stdin.Close()
-	eof := time.Now()
-	replies := <-readDone
-	err = cmd.Wait()
-	code := 0
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		code = exitErr.ExitCode()
-	} else if err != nil {
-		fmt.Fprintln(stderr, "agentwire demo:", err)
-		return 1
-	}
-	show("   # server exited with status %d, %s after EOF; %d lines received", code,
-		time.Since(eof).Round(time.Millisecond), replies)
-	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, strings.TrimSpace(`
-Try it yourself:  go run ./cmd/agentwire serve echo
-then type a line such as {"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}`))
-	if code != 0 {
-		return 1
-	}
+	fmt.Fprintf(stdout, "\nAll five in %.1f s. Try one yourself: agentwire call --report --tool search --args '{\"query\":\"go\"}' -- agentwire serve mcp\n",
+		time.Since(start).Seconds())
 	return 0
+}
+
+type demo struct {
+	self string
+	out  io.Writer
+}
+
+func (d *demo) server(args ...string) process.Command {
+	return process.Command{Path: d.self, Args: append([]string{"serve", "mcp"}, args...)}
+}
+
+func (d *demo) table(title string, header string, rows [][]string) {
+	fmt.Fprintf(d.out, "\n%s\n", title)
+	tw := tabwriter.NewWriter(d.out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  "+header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, "  "+strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func quiet() *client.Options { return &client.Options{Logger: discard} }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }
+
+// 1. Something else writes to stdout.
+func (d *demo) chatty() error {
+	var mu sync.Mutex
+	var seen []string
+	opts := quiet()
+	opts.OnViolation = func(v rpc.Violation) {
+		mu.Lock()
+		seen = append(seen, string(v.Line))
+		mu.Unlock()
+	}
+	sess, err := mcp.StartServer(context.Background(), d.server("--no-stdout-guard"), &mcp.ClientOptions{Transport: opts})
+	if err != nil {
+		return err
+	}
+	res, err := sess.CallTool(context.Background(), "chatty", nil)
+	sess.Close()
+	if err != nil {
+		return fmt.Errorf("chatty: %w", err)
+	}
+	rows := [][]string{{"the tool's result arrived", fmt.Sprintf("correct: %q", res.Content[0].Text)}}
+	for _, line := range seen {
+		rows = append(rows, []string{line, "not a message: recorded as a protocol violation, and the client carried on"})
+	}
+	rows = append(rows, []string{"with the stdout guard (the default)", "the same print goes to stderr; stdout stays clean"})
+	d.table("1. The chatty tool prints to stdout (serve mcp --no-stdout-guard)", "What the client saw\tResult", rows)
+	return nil
+}
+
+// 2. The server dies.
+func (d *demo) crash() error {
+	opts := quiet()
+	opts.Restart = &client.RestartPolicy{MaxRestarts: 2, Backoff: 10 * time.Millisecond}
+	opts.Process = &process.Options{Grace: 300 * time.Millisecond, Stderr: io.Discard}
+	sess, err := mcp.StartServer(context.Background(), d.server(), &mcp.ClientOptions{Transport: opts})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	start := time.Now()
+	_, crashErr := sess.CallTool(context.Background(), "crash", nil)
+	failedAfter := time.Since(start)
+	if !errors.Is(crashErr, client.ErrConnectionLost) {
+		return fmt.Errorf("crash: expected a lost connection, got %v", crashErr)
+	}
+	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, mcp.SafeToRetry())
+	if err != nil {
+		return fmt.Errorf("search after the crash: %w", err)
+	}
+	var exit string
+	var lost *client.ConnectionLostError
+	if errors.As(crashErr, &lost) && lost.Exit != nil {
+		exit = lost.Exit.Status
+	}
+	d.table("2. The server dies in the middle of a call (tool crash)", "Step\tWhat happened", [][]string{
+		{"pending call", fmt.Sprintf("failed after %s: connection lost, server %s", ms(failedAfter), exit)},
+		{"restart", "the client started the server again (restart policy)"},
+		{"search, safe to retry", fmt.Sprintf("succeeded: %q", res.Content[0].Text)},
+		{"process started", fmt.Sprintf("%d times", sess.Client().Stats().Restarts+1)},
+	})
+	return nil
+}
+
+// 3. The server will not stop.
+func (d *demo) ladder() error {
+	kinds := []struct {
+		name string
+		args []string
+	}{
+		{"exits on end of input", nil},
+		{"ignores end of input", []string{"--ignore-eof"}},
+		{"ignores end of input and SIGTERM", []string{"--ignore-eof", "--ignore-sigterm"}},
+	}
+	rows := make([][]string, len(kinds))
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	for i, k := range kinds {
+		wg.Go(func() {
+			opts := quiet()
+			opts.Process = &process.Options{Grace: 300 * time.Millisecond}
+			sess, err := mcp.StartServer(context.Background(), d.server(k.args...), &mcp.ClientOptions{Transport: opts})
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+				return
+			}
+			r := sess.Close()
+			rows[i] = []string{k.name, string(r.Outcome), ms(r.Duration)}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	d.table("3. The shutdown ladder: close stdin, wait, SIGTERM the group, wait, SIGKILL (grace 0.3 s)",
+		"Server\tHow it ended\tTime", rows)
+	return nil
+}
+
+// Cancellation on stdio.
+func (d *demo) cancel() error {
+	var stderr lockedBuffer
+	opts := quiet()
+	opts.Process = &process.Options{Stderr: &stderr}
+	sess, err := mcp.StartServer(context.Background(), d.server(), &mcp.ClientOptions{Transport: opts})
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	steps := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, callErr := sess.CallTool(ctx, "slow_report", map[string]int{"steps": 40, "delay_ms": 50},
+		mcp.WithProgress(func(p, _ float64, _ string) {
+			mu.Lock()
+			steps = int(p)
+			mu.Unlock()
+		}))
+	time.Sleep(200 * time.Millisecond) // time for a response that must not come
+	st := sess.Client().Stats()
+	sess.Close()
+	note := strings.TrimSpace(stderr.String())
+	if i := strings.LastIndex(note, "slow_report:"); i >= 0 {
+		note = strings.TrimSpace(note[i:])
+	}
+	mu.Lock()
+	reached := steps
+	mu.Unlock()
+	answer := "none (as the spec requires)"
+	if st.LateResponses > 0 {
+		answer = fmt.Sprintf("%d late response(s), ignored", st.LateResponses)
+	}
+	d.table("4. Cancelling a 40-step slow_report after 0.3 s (notifications/cancelled)", "What\tResult", [][]string{
+		{"the caller", fmt.Sprintf("returned at once: %v", callErr)},
+		{"steps reached", fmt.Sprintf("%d of 40 (progress notifications)", reached)},
+		{"server's note on stderr", note},
+		{"response", answer},
+	})
+	return nil
+}
+
+// Which era is on the other end?
+func (d *demo) probe() error {
+	kinds := []struct {
+		name string
+		args []string
+	}{
+		{"modern (dual-era) server", nil},
+		{"legacy server, rejects the probe", []string{"--era", "legacy"}},
+		{"silent legacy server", []string{"--era", "legacy", "--legacy-silent"}},
+	}
+	var rows [][]string
+	for _, k := range kinds {
+		sess, err := mcp.StartServer(context.Background(), d.server(k.args...), &mcp.ClientOptions{
+			ProbeTimeout: 500 * time.Millisecond, ProcessStartupAllowance: -1, Transport: quiet()})
+		if err != nil {
+			return err
+		}
+		rows = append(rows, []string{k.name, string(sess.Probe()), sess.Era() + " " + sess.ProtocolVersion(), ms(sess.ConnectDuration())})
+		sess.Close()
+	}
+	d.table("5. The probe: server/discover first, fall back to initialize on anything but modern evidence (probe timeout 0.5 s)",
+		"Server\tProbe\tEra chosen\tConnect", rows)
+	return nil
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -20,9 +20,11 @@ func main() {
 const usage = `agentwire: the transport runtime for agent protocols (JSON-RPC 2.0 over stdio)
 
 Usage:
-  agentwire demo                  start an echo server as a subprocess and show a
-                                  session with it on the wire (good and bad lines,
-                                  notifications, cancellation, batches, clean EOF)
+  agentwire demo                  seed 001's stdio experiments, measured live against
+                                  serve mcp subprocesses: stdout pollution, a crash and
+                                  restart, the shutdown ladder, cancellation, the probe
+  agentwire demo wire             a raw JSON-RPC session with the echo server (good and
+                                  bad lines, notifications, cancellation, batches, EOF)
   agentwire serve echo [flags]    serve the echo test server on stdin/stdout
   agentwire serve mcp [flags]     serve the example MCP server (both protocol eras) on
                                   stdin/stdout: tools echo, search, slow_report, chatty, crash

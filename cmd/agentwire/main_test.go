@@ -392,15 +392,38 @@ func TestServeEchoGraceFlag(t *testing.T) {
 	}
 }
 
+// Acceptance (issue 4): the demo prints all five tables with live figures,
+// in well under 10 s, and exits 0.
 func TestDemoRuns(t *testing.T) {
-	cmd := exec.Command(binary, "demo")
-	out, err := cmd.CombinedOutput()
+	start := time.Now()
+	out, err := exec.Command(binary, "demo").CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out)
 	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("demo took %v", d)
+	}
+	for _, want := range []string{
+		"DEBUG: looking things up...", "not a message",
+		"server exit status 3", "2 times",
+		"exited", "terminated", "killed",
+		"steps reached", "slow_report: cancelled at step", "none (as the spec requires)",
+		"result   modern 2026-07-28", "error    legacy 2025-11-25", "timeout  legacy 2025-11-25",
+	} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestWireDemoRuns(t *testing.T) {
+	out, err := exec.Command(binary, "demo", "wire").CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo wire failed: %v\n%s", err, out)
+	}
 	for _, want := range []string{`"result":{"hello":"world","n":1.50}`, `"code":-32700`, `"method":"notify/tick","params":{"i":3}`, "server exited with status 0"} {
 		if !bytes.Contains(out, []byte(want)) {
-			t.Errorf("demo output lacks %s:\n%s", want, out)
+			t.Errorf("demo wire output lacks %s:\n%s", want, out)
 		}
 	}
 }

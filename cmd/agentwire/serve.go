@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/agentwire/agentwire/echo"
 	"github.com/agentwire/agentwire/internal/seedserver"
@@ -92,7 +93,9 @@ func runServe(args []string, stderr io.Writer) int {
 	}
 	err = conn.Wait()
 	if ignoreEOF != nil && *ignoreEOF {
-		select {} // seed 001's server that will not stop: only a signal ends it
+		for { // seed 001's server that will not stop: only a signal ends it
+			time.Sleep(time.Hour)
+		}
 	}
 	if err != nil {
 		logger.Warn("connection ended", "error", err)
