@@ -1,0 +1,58 @@
+// Drives a stdio MCP server with an official TypeScript SDK client and
+// prints one JSON summary line. Used by agentwire's interoperability tests.
+//
+//   node client.mjs v1|v2 [legacy|auto] -- CMD ARGS...
+//
+// Steps: connect, tools/list, tools/call echo, a slow_report call with
+// progress, a slow_report call aborted after 300 ms, tools/list again.
+const [sdk, negotiate = "legacy"] = process.argv.slice(2, process.argv.indexOf("--"));
+const [command, ...args] = process.argv.slice(process.argv.indexOf("--") + 1);
+
+let Client, StdioClientTransport;
+if (sdk === "v1") {
+  ({ Client } = await import("@modelcontextprotocol/sdk/client/index.js"));
+  ({ StdioClientTransport } = await import("@modelcontextprotocol/sdk/client/stdio.js"));
+} else {
+  ({ Client } = await import("@modelcontextprotocol/client"));
+  ({ StdioClientTransport } = await import("@modelcontextprotocol/client/stdio"));
+}
+
+const options = sdk === "v2" ? { versionNegotiation: { mode: negotiate, probe: { timeoutMs: 5000 } } } : {};
+const client = new Client({ name: `peer-ts-client-${sdk}`, version: "1.0.0" }, options);
+const summary = { sdk };
+try {
+  await client.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
+  summary.protocolVersion = client.getNegotiatedProtocolVersion?.() ?? null;
+  summary.era = client.getProtocolEra?.() ?? "legacy";
+  summary.server = client.getServerVersion()?.name;
+  summary.tools = (await client.listTools()).tools.map((t) => t.name);
+  summary.echo = (await client.callTool({ name: "echo", arguments: { text: "hello" } })).content[0].text;
+
+  let progress = 0;
+  const onprogress = () => progress++;
+  const slowArgs = { name: "slow_report", arguments: { steps: 3, delay_ms: 30 } };
+  const slow = sdk === "v1"
+    ? await client.callTool(slowArgs, undefined, { onprogress })
+    : await client.callTool(slowArgs, { onprogress });
+  summary.slow = slow.content[0].text;
+  summary.progress = progress;
+
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(new Error("cancelled by the peer client")), 300);
+  const cancelArgs = { name: "slow_report", arguments: { steps: 40, delay_ms: 50 } };
+  try {
+    if (sdk === "v1") await client.callTool(cancelArgs, undefined, { signal: ac.signal });
+    else await client.callTool(cancelArgs, { signal: ac.signal });
+    summary.cancelled = false;
+  } catch {
+    summary.cancelled = true;
+  }
+  summary.alive = (await client.listTools()).tools.length > 0;
+  summary.ok = true;
+} catch (e) {
+  summary.ok = false;
+  summary.error = String(e?.message ?? e);
+}
+console.log(JSON.stringify(summary));
+await client.close().catch(() => {});
+process.exit(summary.ok ? 0 : 1);
