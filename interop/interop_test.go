@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 var binary string // the agentwire command, built for these tests
@@ -23,6 +25,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
 	os.RemoveAll(filepath.Dir(binary))
 	os.Exit(code)
 }

@@ -345,3 +345,14 @@ func TestSchemaFor(t *testing.T) {
 		t.Errorf("non-struct: %s", got)
 	}
 }
+
+// A legacy connection hears about tool-set changes (listChanged) without
+// a subscription.
+func TestLegacyToolsListChanged(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, s *mcp.Server) {
+		w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		s.AddTool(mcp.Tool{Name: "late"}, nil)
+		jsonEq(t, one(t, w.Take()), `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	})
+}
