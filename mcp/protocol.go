@@ -73,13 +73,18 @@ type Tool struct {
 	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
 }
 
-// ToolAnnotations are hints about a tool's behaviour.
+// ToolAnnotations are hints about a tool's behaviour. A nil hint is left
+// out and takes the spec's default (destructiveHint and openWorldHint
+// default to true), so each is a pointer: use Hint(false) to say false.
 type ToolAnnotations struct {
-	ReadOnlyHint    bool `json:"readOnlyHint,omitempty"`
-	DestructiveHint bool `json:"destructiveHint,omitempty"`
-	IdempotentHint  bool `json:"idempotentHint,omitempty"`
-	OpenWorldHint   bool `json:"openWorldHint,omitempty"`
+	ReadOnlyHint    *bool `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool `json:"openWorldHint,omitempty"`
 }
+
+// Hint returns a pointer to b, for ToolAnnotations.
+func Hint(b bool) *bool { return &b }
 
 // Content is one block of a tool result. Text is the common case.
 type Content struct {
@@ -87,6 +92,26 @@ type Content struct {
 	Text     string `json:"text,omitempty"`
 	Data     string `json:"data,omitempty"`
 	MimeType string `json:"mimeType,omitempty"`
+}
+
+// MarshalJSON writes the members the block's type requires: a text block
+// always has "text", even when it is empty (TextContent requires it).
+func (c Content) MarshalJSON() ([]byte, error) {
+	switch c.Type {
+	case "text":
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{c.Type, c.Text})
+	case "image", "audio":
+		return json.Marshal(struct {
+			Type     string `json:"type"`
+			Data     string `json:"data"`
+			MimeType string `json:"mimeType"`
+		}{c.Type, c.Data, c.MimeType})
+	}
+	type plain Content
+	return json.Marshal(plain(c))
 }
 
 // Text returns a text content block.

@@ -251,7 +251,7 @@ func (ss *session) notification(req *rpc.Request) {
 
 // modernMeta checks the required per-request fields (SPEC E1).
 func (ss *session) modernMeta(m *requestMeta) (version string, err error) {
-	if err := json.Unmarshal(m.ProtocolVersion, &version); err != nil {
+	if err := json.Unmarshal(m.ProtocolVersion, &version); err != nil || string(m.ProtocolVersion) == "null" {
 		return "", invalidParams("invalid params: _meta[%q] must be a string", MetaProtocolVersion)
 	}
 	if !IsModern(version) {

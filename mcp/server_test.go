@@ -356,3 +356,23 @@ func TestLegacyToolsListChanged(t *testing.T) {
 		jsonEq(t, one(t, w.Take()), `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 	})
 }
+
+// Regressions (found in review): an empty text block kept its required
+// "text"; a null protocol version is a malformed field (-32602), not an
+// unsupported version.
+func TestRegressionEmptyTextAndNullVersion(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
+		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+meta+`,"name":"echo","arguments":{"text":""}}}`))
+		if !strings.Contains(got, `"text":""`) {
+			t.Errorf("empty text: %s", got)
+		}
+		got = one(t, w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":null,"io.modelcontextprotocol/clientCapabilities":{}}}}`))
+		if wiretest.ErrCode(t, got) != jsonrpc.CodeInvalidParams {
+			t.Errorf("null version: %s", got)
+		}
+	})
+	b, _ := json.Marshal(mcp.ToolAnnotations{DestructiveHint: mcp.Hint(false)})
+	if string(b) != `{"destructiveHint":false}` {
+		t.Errorf("annotations: %s", b)
+	}
+}

@@ -58,7 +58,8 @@ func New(opts Options) *mcp.Server {
 		})
 
 	mcp.AddTool(s, mcp.Tool{Name: "search", Description: "Searches a small fixed catalogue. Read-only: safe to retry.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: mcp.Hint(true), IdempotentHint: mcp.Hint(true),
+			DestructiveHint: mcp.Hint(false), OpenWorldHint: mcp.Hint(false)}},
 		func(_ context.Context, _ *mcp.ToolRequest, in searchArgs) (*mcp.ToolResult, error) {
 			var hits []string
 			for _, item := range catalogue {
