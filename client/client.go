@@ -141,6 +141,7 @@ type Client struct {
 	closing  bool
 	failed   error // the client gave up: no more restarts
 	restarts int
+	lastLost error     // why the last server was lost
 	past     rpc.Stats // stats of ended generations
 	closed   chan struct{}
 	monitors sync.WaitGroup
@@ -237,6 +238,7 @@ func (c *Client) watch(g *generation) {
 		c.awaitEnd(g)
 		lost := c.lostError(g)
 		c.mu.Lock()
+		c.lastLost = lost
 		c.addStatsLocked(g.conn.Stats())
 		g.counted = true
 		closing := c.closing
@@ -387,7 +389,7 @@ var ErrNotRestartable = errors.New("client: not a server process; cannot restart
 // restart policy says: for a caller that knows the death was expected (an
 // MCP server that exits on a probe it does not understand, say). It does
 // nothing when the current server is still running.
-func (c *Client) Restart() error {
+func (c *Client) Restart(ctx context.Context) error {
 	if c.command.Path == "" {
 		return ErrNotRestartable
 	}
@@ -395,11 +397,14 @@ func (c *Client) Restart() error {
 	g := c.cur
 	c.mu.Unlock()
 	select {
-	case <-g.next: // the monitor is done with it
 	case <-g.conn.Done():
-		<-g.next
 	default:
 		return nil // still running
+	}
+	select {
+	case <-g.next: // the monitor is done with it (a restart policy may have acted)
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 	next, err := c.spawn()
 	if err != nil {
@@ -424,6 +429,14 @@ func (c *Client) Restart() error {
 	c.mu.Unlock()
 	c.watch(next)
 	return nil
+}
+
+// LastLoss returns why the most recently lost server was lost (a
+// *ConnectionLostError with its exit status and stderr tail), or nil.
+func (c *Client) LastLoss() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastLost
 }
 
 // Fresh reports whether the current server process has not answered

@@ -257,19 +257,34 @@ func (s *Session) negotiate(ctx context.Context) error {
 		return s.initialize(ctx)
 	case Auto:
 		if s.opts.Cache != nil {
-			if e, ok := s.opts.Cache.Get(s.opts.CacheKey); ok {
+			if e, ok := s.opts.Cache.Get(s.opts.CacheKey); ok && e.Era == "legacy" {
 				s.probe = ProbeCached
-				if e.Era == "modern" && IsModern(e.Version) {
-					s.era, s.version = "modern", e.Version
-					return nil
+				err := s.legacyHandshake(ctx)
+				var je *jsonrpc.Error
+				if err == nil || !errors.As(err, &je) {
+					return err
 				}
-				if e.Era == "legacy" {
-					return s.initialize(ctx)
-				}
+				// The server no longer takes initialize (it was upgraded,
+				// say): the cached assumption failed; forget it and probe.
+				s.forget()
 			}
 		}
 	}
 	return s.probeAndDecide(ctx)
+}
+
+// legacyHandshake is initialize, once more on a restarted server when the
+// first one died after answering the probe (some legacy servers reply with
+// an error and exit).
+func (s *Session) legacyHandshake(ctx context.Context) error {
+	err := s.initialize(ctx)
+	if err == nil || !errors.Is(err, client.ErrConnectionLost) {
+		return err
+	}
+	if rerr := s.c.Restart(ctx); rerr != nil {
+		return fmt.Errorf("%w (restarting the server: %v)", err, rerr)
+	}
+	return s.initialize(ctx)
 }
 
 // probeAndDecide sends server/discover and reads the outcome (seed 001,
@@ -278,6 +293,13 @@ func (s *Session) negotiate(ctx context.Context) error {
 // The fallback is never keyed to one error code.
 func (s *Session) probeAndDecide(ctx context.Context) error {
 	version := ModernVersions[0]
+	if s.opts.Cache != nil && s.opts.Mode == Auto {
+		// A modern entry names the version to try first; it is checked by
+		// the probe like any assumption.
+		if e, ok := s.opts.Cache.Get(s.opts.CacheKey); ok && e.Era == "modern" && IsModern(e.Version) {
+			version = e.Version
+		}
+	}
 	retried := false
 	for {
 		outcome, res, perr := s.discover(ctx, version)
@@ -310,11 +332,11 @@ func (s *Session) probeAndDecide(ctx context.Context) error {
 				s.put(EraEntry{Era: "legacy"}) // a definitive rejection (SPEC E4)
 			}
 		case ProbeExit:
-			if err := s.c.Restart(); err != nil {
+			if err := s.c.Restart(ctx); err != nil {
 				return fmt.Errorf("mcp: the server exited on the probe and could not be restarted: %w", err)
 			}
 		}
-		return s.initialize(ctx)
+		return s.legacyHandshake(ctx)
 	}
 }
 
@@ -374,7 +396,7 @@ func (s *Session) modernFromDiscover(ctx context.Context, raw json.RawMessage) e
 		if s.opts.Mode == Modern {
 			return fmt.Errorf("%w: malformed server/discover result", ErrNotModern)
 		}
-		return s.initialize(ctx)
+		return s.legacyHandshake(ctx)
 	}
 	if v := mutualModern(r.SupportedVersions); v != "" {
 		s.era, s.version = "modern", v
@@ -390,7 +412,7 @@ func (s *Session) modernFromDiscover(ctx context.Context, raw json.RawMessage) e
 	if !slices.ContainsFunc(r.SupportedVersions, IsModern) {
 		s.put(EraEntry{Era: "legacy"}) // an explicit legacy-only list (SPEC E4)
 	}
-	return s.initialize(ctx)
+	return s.legacyHandshake(ctx)
 }
 
 func mutualModern(theirs []string) string {
@@ -459,13 +481,19 @@ func (s *Session) Request(ctx context.Context, method string, params any, opts .
 	}
 	res, err := s.c.Call(ctx, method, p, opts...)
 	if err != nil {
-		var je *jsonrpc.Error
-		if s.era == "modern" && errors.As(err, &je) && je.Code == CodeUnsupportedProtocolVersion {
-			s.forget() // what the cache said no longer holds (SPEC E5)
-		}
+		s.forgetOn(err)
 		return nil, err
 	}
 	return res, checkResultType(res)
+}
+
+// forgetOn drops the cached era when a modern request is refused for its
+// version: the negotiation the cache remembers no longer holds (SPEC E5).
+func (s *Session) forgetOn(err error) {
+	var je *jsonrpc.Error
+	if s.era == "modern" && errors.As(err, &je) && je.Code == CodeUnsupportedProtocolVersion {
+		s.forget()
+	}
 }
 
 func checkResultType(res json.RawMessage) error {
@@ -575,6 +603,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 	}
 	res, err := s.c.Call(ctx, methodToolsCall, p, copts...)
 	if err != nil {
+		s.forgetOn(err)
 		return nil, err
 	}
 	if err := checkResultType(res); err != nil {

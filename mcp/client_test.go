@@ -270,7 +270,7 @@ func TestEraCacheRules(t *testing.T) {
 			t.Fatal("custom lifetime ignored")
 		}
 	})
-	t.Run("modern stays until forgotten", func(t *testing.T) {
+	t.Run("modern stays until forgotten, and is checked by the probe", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			cache := newCache()
 			connectTo(t, nil, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
@@ -280,7 +280,7 @@ func TestEraCacheRules(t *testing.T) {
 				t.Fatalf("cache %+v %v", e, ok)
 			}
 			sess, rec, err := connectTo(t, nil, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
-			if err != nil || sess.Probe() != mcp.ProbeCached || sess.Era() != "modern" || len(rec.saw()) != 0 {
+			if err != nil || sess.Era() != "modern" || sess.ServerInfo().Name != "test-server" || rec.saw()[0] != "server/discover" {
 				t.Fatalf("cached modern: %v %s %q", err, sess.Probe(), rec.saw())
 			}
 		})
@@ -289,22 +289,58 @@ func TestEraCacheRules(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			cache := newCache()
 			cache.Put("k", mcp.EraEntry{Era: "modern", Version: "2026-07-28"})
-			// The server behind the key no longer speaks that version.
 			rejectAll := func(s *mcp.Server) rpc.Handler {
 				return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
 					return nil, jsonrpc.NewError(mcp.CodeUnsupportedProtocolVersion, "Unsupported protocol version",
 						map[string]any{"supported": []string{"2099-01-01"}, "requested": "2026-07-28"})
 				})
 			}
-			sess, _, err := connectTo(t, nil, rejectAll, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
-			if err != nil || sess.Probe() != mcp.ProbeCached {
-				t.Fatalf("%v %v", sess, err)
-			}
-			if _, err := sess.ListTools(context.Background()); err == nil {
-				t.Fatal("the request succeeded")
+			if _, _, err := connectTo(t, nil, rejectAll, &mcp.ClientOptions{Cache: cache, CacheKey: "k"}); !errors.Is(err, mcp.ErrNoCommonVersion) {
+				t.Fatalf("err %v", err)
 			}
 			if e, ok := cache.Get("k"); ok {
 				t.Fatalf("modern entry kept after a failed negotiation: %+v", e)
+			}
+		})
+	})
+	t.Run("a request refused for its version forgets modern", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := newCache()
+			rejectCalls := func(s *mcp.Server) rpc.Handler {
+				h := s.Handler()
+				return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+					if r.Method == "tools/call" {
+						return nil, jsonrpc.NewError(mcp.CodeUnsupportedProtocolVersion, "Unsupported protocol version",
+							map[string]any{"supported": []string{"2099-01-01"}, "requested": "2026-07-28"})
+					}
+					return h.Handle(ctx, r)
+				})
+			}
+			sess, _, err := connectTo(t, nil, rejectCalls, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := cache.Get("k"); !ok {
+				t.Fatal("modern not cached")
+			}
+			if _, err := sess.CallTool(context.Background(), "echo", map[string]string{"text": "x"}); err == nil {
+				t.Fatal("call succeeded")
+			}
+			if _, ok := cache.Get("k"); ok {
+				t.Fatal("CallTool's -32022 did not forget the cached era")
+			}
+		})
+	})
+	t.Run("cached legacy on an upgraded server is forgotten and the probe runs", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := newCache()
+			cache.Put("k", mcp.EraEntry{Era: "legacy"})
+			sess, rec, err := connectTo(t, &mcp.ServerOptions{Era: mcp.ModernOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if err != nil || sess.Era() != "modern" {
+				t.Fatalf("%v %v saw %q", sess, err, rec.saw())
+			}
+			if e, ok := cache.Get("k"); !ok || e.Era != "modern" {
+				t.Fatalf("cache %+v %v", e, ok)
 			}
 		})
 	})

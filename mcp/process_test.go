@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/internal/testserver"
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/process"
@@ -61,5 +62,34 @@ func TestServerExitingOnProbeIsRestarted(t *testing.T) {
 	res, err := sess.CallTool(context.Background(), "echo", map[string]string{"text": "after restart"})
 	if err != nil || res.Content[0].Text != "after restart" {
 		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// Regression (found in review): a legacy server that answers the probe with
+// an error and then exits is restarted before initialize.
+func TestServerReplyingThenExitingIsRestarted(t *testing.T) {
+	sess, err := mcp.StartServer(context.Background(), serverCommand(t, "mcp-reply-exit"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if sess.Era() != "legacy" || sess.Probe() != mcp.ProbeError || sess.Client().Stats().Restarts != 1 {
+		t.Fatalf("era %s probe %s restarts %d", sess.Era(), sess.Probe(), sess.Client().Stats().Restarts)
+	}
+}
+
+// Regression (found in review): with a restart policy, a probe exit could
+// keep connect waiting for the policy's backoff past ConnectTimeout.
+func TestProbeExitRespectsConnectTimeout(t *testing.T) {
+	start := time.Now()
+	sess, err := mcp.StartServer(context.Background(), serverCommand(t, "mcp-probe-exit"), &mcp.ClientOptions{
+		ConnectTimeout: time.Second,
+		Transport:      &client.Options{Restart: &client.RestartPolicy{Backoff: 5 * time.Second}},
+	})
+	if err == nil {
+		sess.Close()
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("connect took %v with a 1s ConnectTimeout (err %v)", d, err)
 	}
 }

@@ -20,6 +20,7 @@
 //	mcp           the example MCP server (dual era)
 //	mcp-probe-exit a legacy MCP server that exits on any request before
 //	              initialize, like rmcp 1.7 does on a server/discover probe
+//	mcp-reply-exit the same, but it first answers the request with an error
 package testserver
 
 import (
@@ -157,7 +158,7 @@ func serve(mode string) int {
 		}
 		conn.Wait()
 		return 0
-	case "mcp-probe-exit":
+	case "mcp-probe-exit", "mcp-reply-exit":
 		srv := seedserver.New(seedserver.Options{Server: mcp.ServerOptions{Era: mcp.LegacyOnly}})
 		inner := srv.Handler()
 		initialized := false
@@ -166,11 +167,14 @@ func serve(mode string) int {
 				initialized = true
 			} else if !initialized && !r.IsNotification() {
 				fmt.Fprintln(os.Stderr, "expected initialize, got", r.Method, "- exiting")
+				if mode == "mcp-reply-exit" {
+					fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32600,"message":"expected initialize"}}`+"\n", r.ID)
+				}
 				os.Exit(1)
 			}
 			return inner.Handle(ctx, r)
 		})
-		conn, err := stdio.Serve(h, srv.ConnOptions(nil), nil)
+		conn, err := stdio.Serve(h, srv.ConnOptions(nil), &stdio.Config{NoGuard: mode == "mcp-reply-exit"})
 		if err != nil {
 			return 1
 		}
