@@ -145,7 +145,26 @@ type Session struct {
 // ProgressFunc receives notifications/progress for one call.
 type ProgressFunc func(progress, total float64, message string)
 
-// StartServer launches a stdio MCP server and negotiates with it.
+// ConnectError is the error of a failed connect. It keeps what the
+// negotiation found, for reports: the probe outcome, how long it took, and
+// the (closed) client with its stats and server process.
+type ConnectError struct {
+	Err      error
+	Probe    ProbeOutcome
+	Duration time.Duration
+	Shutdown process.ShutdownResult // how the started server was stopped
+	Client   *client.Client
+}
+
+func (e *ConnectError) Error() string { return e.Err.Error() }
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+func (s *Session) connectFailed(err error) error {
+	return &ConnectError{Err: err, Probe: s.probe, Duration: s.connectTime, Shutdown: s.c.Close(), Client: s.c}
+}
+
+// StartServer launches a stdio MCP server and negotiates with it. A failed
+// negotiation is a *ConnectError, and the server has been shut down.
 func StartServer(ctx context.Context, cmd process.Command, opts *ClientOptions) (*Session, error) {
 	s := &Session{opts: opts.resolve()}
 	if s.opts.CacheKey == "" {
@@ -158,8 +177,7 @@ func StartServer(ctx context.Context, cmd process.Command, opts *ClientOptions) 
 	}
 	s.c = c
 	if err := s.connect(ctx); err != nil {
-		c.Close()
-		return nil, err
+		return nil, s.connectFailed(err)
 	}
 	return s, nil
 }
@@ -170,8 +188,7 @@ func NewClient(ctx context.Context, r io.Reader, w io.Writer, opts *ClientOption
 	s := &Session{opts: opts.resolve()}
 	s.c = client.New(r, w, s.transportOptions())
 	if err := s.connect(ctx); err != nil {
-		s.c.Close()
-		return nil, err
+		return nil, s.connectFailed(err)
 	}
 	return s, nil
 }

@@ -45,7 +45,8 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	probeTimeout := fs.Duration("probe-timeout", mcp.DefaultProbeTimeout, "how long the server/discover probe may take")
 	allowance := fs.Duration("startup-allowance", mcp.DefaultProcessStartupAllowance,
 		"extra time for the first probe of the freshly started server (0 when --probe-timeout is given alone)")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the response")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the response (after connecting)")
+	connectTimeout := fs.Duration("connect-timeout", mcp.DefaultConnectTimeout, "how long the MCP negotiation may take")
 	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the shutdown ladder")
 	report := fs.Bool("report", false, "write a JSON report of the session to stderr")
 	logLevel := fs.String("log-level", "error", "debug, info, warn or error")
@@ -71,8 +72,8 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		p = json.RawMessage(*params)
 	}
-	if *timeout <= 0 || *grace <= 0 || *probeTimeout <= 0 {
-		fmt.Fprintln(stderr, "agentwire call: --timeout, --grace and --probe-timeout must be positive")
+	if *timeout <= 0 || *grace <= 0 || *probeTimeout <= 0 || *connectTimeout <= 0 {
+		fmt.Fprintln(stderr, "agentwire call: --timeout, --connect-timeout, --grace and --probe-timeout must be positive")
 		return 2
 	}
 	mode := mcp.Auto
@@ -114,8 +115,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	cmd := process.Command{Path: argv[0], Args: argv[1:]}
 	transport := &client.Options{Logger: logger, Process: &process.Options{Grace: *grace, Logger: logger}}
 	rep := callReport{Era: "none", Probe: string(mcp.ProbeNone)}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
+	var ctx context.Context // the call's, made once connected
 
 	var c *client.Client
 	var call func() (json.RawMessage, error)
@@ -127,10 +127,20 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		call = func() (json.RawMessage, error) { return c.Call(ctx, *method, p) }
 	} else {
-		sess, err := mcp.StartServer(ctx, cmd, &mcp.ClientOptions{
+		sess, err := mcp.StartServer(context.Background(), cmd, &mcp.ClientOptions{
+			ConnectTimeout: *connectTimeout,
 			Mode: mode, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
 			Transport: transport, Info: mcp.Implementation{Name: "agentwire-call", Version: "1"},
 		})
+		var ce *mcp.ConnectError
+		if errors.As(err, &ce) {
+			fmt.Fprintln(stderr, "agentwire call:", err)
+			rep.Era, rep.Probe, rep.ConnectMS = "", string(ce.Probe), ce.Duration.Milliseconds()
+			if *report {
+				writeReport(stderr, rep, ce.Client, ce.Shutdown)
+			}
+			return 2
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "agentwire call:", err)
 			return 2
@@ -140,7 +150,9 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		rep.ConnectMS = sess.ConnectDuration().Milliseconds()
 		call = func() (json.RawMessage, error) { return sess.Request(ctx, *method, p) }
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	res, err := call()
+	cancel()
 
 	code := 0
 	var rpcErr *jsonrpc.Error
@@ -160,20 +172,31 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 
 	shut := c.Close()
 	if *report {
-		st := c.Stats()
-		rep.Shutdown = string(shut.Outcome)
-		rep.ShutdownMS = shut.Duration.Milliseconds()
-		rep.StdoutViolations = st.Violations
-		rep.LateResponses = st.LateResponses
-		rep.Restarts = st.Restarts
-		rep.ExitCode = shut.ExitCode
-		if p := c.Process(); p != nil {
-			rep.StderrTail = p.StderrTail()
-		}
-		b, _ := json.Marshal(rep)
-		fmt.Fprintf(stderr, "%s\n", b)
+		writeReport(stderr, rep, c, shut)
 	}
 	return code
+}
+
+// writeReport completes rep from the client and the shutdown and writes it
+// as one JSON line. The stderr tail includes the last words of a server
+// that was lost and restarted.
+func writeReport(w io.Writer, rep callReport, c *client.Client, shut process.ShutdownResult) {
+	st := c.Stats()
+	rep.Shutdown = string(shut.Outcome)
+	rep.ShutdownMS = shut.Duration.Milliseconds()
+	rep.StdoutViolations = st.Violations
+	rep.LateResponses = st.LateResponses
+	rep.Restarts = st.Restarts
+	rep.ExitCode = shut.ExitCode
+	if p := c.Process(); p != nil {
+		rep.StderrTail = p.StderrTail()
+	}
+	var lost *client.ConnectionLostError
+	if st.Restarts > 0 && errors.As(c.LastLoss(), &lost) && lost.Exit != nil && lost.Exit.StderrTail != "" {
+		rep.StderrTail = lost.Exit.StderrTail + rep.StderrTail
+	}
+	b, _ := json.Marshal(rep)
+	fmt.Fprintf(w, "%s\n", b)
 }
 
 // noneIfZero maps "no allowance" to mcp's negative "none" (0 there means

@@ -56,7 +56,8 @@ Flags of call:
   --method M               any method (default tools/list; ping with --era none)
   --params JSON            the request's params (MCP _meta is added for you)
   --tool NAME --args JSON  shorthand for tools/call
-  --timeout D              how long to wait for the response (default 30s)
+  --timeout D              how long to wait for the response, once connected (default 30s)
+  --connect-timeout D      how long the MCP negotiation may take (default 30s)
   --grace D                each wait of the shutdown ladder: close stdin, wait D,
                            SIGTERM the process group, wait D, SIGKILL (default 2s)
   --report                 write a JSON report to stderr: era, protocol version,
