@@ -57,6 +57,10 @@ type Options struct {
 	// them) from the server. Nil ignores notifications and answers requests
 	// with -32601.
 	Handler rpc.Handler
+	// InboundCancel lists the notifications that cancel a request the
+	// server sent us (see rpc.Options.Cancel). Nil means rpc's default; an
+	// empty slice passes every notification to Handler.
+	InboundCancel []rpc.CancelMethod
 	// MaxMessageBytes bounds one line from the server. Default 16 MiB.
 	MaxMessageBytes int
 	// Logger receives diagnostics. Nil means slog.Default().
@@ -175,6 +179,7 @@ func (c *Client) connOptions() *rpc.Options {
 		OnViolation:     c.opts.OnViolation,
 		MaxMessageBytes: c.opts.MaxMessageBytes,
 		Logger:          c.log,
+		Cancel:          c.opts.InboundCancel,
 		// A lost server leaves nothing to wait for.
 		EndOfStreamTimeout: time.Millisecond,
 	}
@@ -493,6 +498,21 @@ func (c *Client) callOn(ctx context.Context, g *generation, method string, param
 	if err == nil || errors.As(err, &je) {
 		g.answered.Store(true)
 	}
+	if err != nil && errors.Is(err, ErrConnectionLost) && ctx.Err() == nil {
+		<-g.conn.Done()
+		return nil, c.lostError(g)
+	}
+	return res, err
+}
+
+// CallWithID is Call (without retries) that first tells onID the request's
+// id; see rpc.Conn.CallWithID.
+func (c *Client) CallWithID(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
+	g, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	res, err := g.conn.CallWithID(ctx, method, params, onID)
 	if err != nil && errors.Is(err, ErrConnectionLost) && ctx.Err() == nil {
 		<-g.conn.Done()
 		return nil, c.lostError(g)

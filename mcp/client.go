@@ -140,6 +140,7 @@ type Session struct {
 
 	nextToken atomic.Int64
 	progress  sync.Map // progress token (raw JSON) -> ProgressFunc
+	subs      sync.Map // listen request id (raw JSON) -> *Subscription
 }
 
 // ProgressFunc receives notifications/progress for one call.
@@ -199,6 +200,9 @@ func (s *Session) transportOptions() *client.Options {
 		o = *s.opts.Transport
 	}
 	o.Handler = rpc.HandlerFunc(s.handle)
+	// The server's notifications/cancelled ends a listen stream (and we
+	// serve no server requests that it could cancel): let it through.
+	o.InboundCancel = []rpc.CancelMethod{}
 	return &o
 }
 
@@ -219,6 +223,7 @@ func (s *Session) handle(_ context.Context, r *rpc.Request) (any, error) {
 		return nil, nil
 	}
 	if r.IsNotification() {
+		s.routeSubscription(r.Method, r.Params)
 		return nil, nil
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", r.Method)

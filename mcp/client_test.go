@@ -358,3 +358,95 @@ func TestEraCacheRules(t *testing.T) {
 		})
 	})
 }
+
+// SPEC E6, client side: a listen stream is acknowledged, notifications with
+// its id reach the callback, and the client's Close ends it.
+func TestClientListen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(nil)
+		sess, _, err := connectTo(t, nil, func(*mcp.Server) rpc.Handler { return srv.Handler() }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var got []string
+		sub, err := sess.Listen(context.Background(), mcp.ListenFilter{ToolsListChanged: true, PromptsListChanged: true},
+			func(method string, _ json.RawMessage) {
+				mu.Lock()
+				got = append(got, method)
+				mu.Unlock()
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := sub.Honored(); !h.ToolsListChanged || h.PromptsListChanged {
+			t.Errorf("honored %+v", h)
+		}
+		srv.AddTool(mcp.Tool{Name: "new"}, nil)
+		synctest.Wait()
+		mu.Lock()
+		if len(got) != 1 || got[0] != "notifications/tools/list_changed" {
+			t.Errorf("notifications %q", got)
+		}
+		mu.Unlock()
+		sub.Close()
+		if err := sub.Err(); err != nil {
+			t.Errorf("Err after Close = %v", err)
+		}
+	})
+}
+
+// The server may end a stream with a final result or with
+// notifications/cancelled; the client accepts both (SPEC E6).
+func TestClientListenEndedByServer(t *testing.T) {
+	for _, how := range []string{"result", "cancelled"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ender := func(s *mcp.Server) rpc.Handler {
+					h := s.Handler()
+					return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+						if r.Method != "subscriptions/listen" {
+							return h.Handle(ctx, r)
+						}
+						meta := map[string]any{"io.modelcontextprotocol/subscriptionId": r.ID}
+						r.Notify("notifications/subscriptions/acknowledged", map[string]any{"_meta": meta, "notifications": map[string]any{}})
+						time.Sleep(time.Second)
+						if how == "result" {
+							return map[string]any{"resultType": "complete", "_meta": meta}, nil
+						}
+						r.Conn().Notify(ctx, "notifications/cancelled", map[string]any{"requestId": r.ID})
+						return nil, rpc.ErrNoResponse
+					})
+				}
+				sess, _, err := connectTo(t, nil, ender, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sub, err := sess.Listen(context.Background(), mcp.ListenFilter{ToolsListChanged: true}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-sub.Done()
+				want := error(nil)
+				if how == "cancelled" {
+					want = mcp.ErrSubscriptionCancelled
+				}
+				if err := sub.Err(); !errors.Is(err, want) && err != want {
+					t.Fatalf("Err = %v, want %v", err, want)
+				}
+			})
+		})
+	}
+}
+
+func TestListenNeedsModern(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sess, _, err := connectTo(t, nil, nil, &mcp.ClientOptions{Mode: mcp.Legacy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sess.Listen(context.Background(), mcp.ListenFilter{}, nil); !errors.Is(err, mcp.ErrListenNeedsModern) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}

@@ -339,20 +339,23 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 	}
 	subMeta := map[string]any{MetaSubscriptionID: req.ID}
 	honored := map[string]any{}
+	var changed <-chan struct{}
 	if p.Notifications.ToolsListChanged {
 		honored["toolsListChanged"] = true
+		// Taken before the acknowledgment, so a change right after it is
+		// not missed.
+		changed = ss.srv.toolsChanged()
 	}
 	if err := req.Notify(methodAcknowledged, map[string]any{"_meta": subMeta, "notifications": honored}); err != nil {
 		return nil, err
 	}
 	final := map[string]any{"resultType": resultTypeComplete, "_meta": subMeta}
 	for {
-		var changed <-chan struct{}
-		if p.Notifications.ToolsListChanged {
-			changed = ss.srv.toolsChanged()
-		}
 		select {
 		case <-changed:
+			// Changes that land before the next notification is sent are
+			// covered by it: the client lists the tools again anyway.
+			changed = ss.srv.toolsChanged()
 			if err := req.Notify(methodToolsListChanged, map[string]any{"_meta": subMeta}); err != nil {
 				return nil, err
 			}
@@ -521,7 +524,7 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 	ss.watching = true
 	ss.mu.Unlock()
 	if startWatch {
-		go ss.watchLegacyChanges(req.Conn())
+		go ss.watchLegacyChanges(req.Conn(), ss.srv.toolsChanged())
 	}
 	r := map[string]any{
 		"protocolVersion": version,
@@ -536,11 +539,11 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 
 // watchLegacyChanges tells a legacy client when the tool set changes, as
 // the listChanged capability promises, until input ends.
-func (ss *session) watchLegacyChanges(conn *rpc.Conn) {
+func (ss *session) watchLegacyChanges(conn *rpc.Conn, changed <-chan struct{}) {
 	for {
-		changed := ss.srv.toolsChanged()
 		select {
 		case <-changed:
+			changed = ss.srv.toolsChanged()
 			if err := conn.Notify(context.Background(), methodToolsListChanged, nil); err != nil {
 				return
 			}

@@ -21,9 +21,19 @@ const maxAbandoned = 4096
 // response that arrives later is dropped and counted as late. When the
 // connection ends first the error matches ErrConnectionLost.
 func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return c.CallWithID(ctx, method, params, nil)
+}
+
+// CallWithID is Call that first tells onID the request's id, before the
+// request is written: for protocols whose later messages refer to it (an
+// MCP subscription's notifications carry the listen request's id).
+func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
 	msg, id, err := c.encodeCall(method, params)
 	if err != nil {
 		return nil, err
+	}
+	if onID != nil {
+		onID(jsonrpc.ID(id))
 	}
 	pc := &pendingCall{ch: make(chan callResult, 1)}
 	key := string(id)
