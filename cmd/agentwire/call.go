@@ -129,7 +129,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	} else {
 		sess, err := mcp.StartServer(context.Background(), cmd, &mcp.ClientOptions{
 			ConnectTimeout: *connectTimeout,
-			Mode: mode, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
+			Mode:           mode, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
 			Transport: transport, Info: mcp.Implementation{Name: "agentwire-call", Version: "1"},
 		})
 		var ce *mcp.ConnectError
