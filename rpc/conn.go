@@ -352,6 +352,9 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
 		<-c.slots
 		return true
 	}
+	if !c.admit(req) {
+		return true
+	}
 	switch {
 	case barrier:
 		c.ordered.Store(true)
@@ -374,6 +377,28 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
 	default:
 		return c.runInline(req)
 	}
+}
+
+// admit runs Options.Admit; a refused request is answered and its slot and
+// registration released.
+func (c *Conn) admit(req *Request) bool {
+	if c.opts.Admit == nil {
+		return true
+	}
+	err := c.opts.Admit(req)
+	if err == nil {
+		return true
+	}
+	req.cancel(nil)
+	c.forget(req)
+	<-c.slots
+	c.exit()
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		je = errorObject(req, err)
+	}
+	c.answerDirect(req, je)
+	return false
 }
 
 // register enters a request in the in-flight table (rejecting a duplicate
@@ -458,6 +483,28 @@ func (c *Conn) hold(req *Request) bool {
 		return true
 	}
 	req.ctx, req.cancel = ctx, cancel
+	// Admission happens here, under the lock, so that checking the barrier
+	// and queueing stay one step (see above).
+	if c.opts.Admit != nil {
+		if err := c.opts.Admit(req); err != nil {
+			if req.ID != "" && c.inflight[req.ID] == req {
+				delete(c.inflight, req.ID)
+			}
+			c.active--
+			if c.active == 0 && c.idle != nil {
+				close(c.idle)
+				c.idle = nil
+			}
+			c.mu.Unlock()
+			cancel(nil)
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) {
+				je = errorObject(req, err)
+			}
+			c.answerDirect(req, je)
+			return true
+		}
+	}
 	c.held = append(c.held, req)
 	c.mu.Unlock()
 	return true

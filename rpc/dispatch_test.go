@@ -454,3 +454,35 @@ func TestNoResponseAndInputDone(t *testing.T) {
 		}
 	})
 }
+
+// Admit runs in receive order before any handler starts, also for messages
+// held behind a barrier, and refuses with the error it returns.
+func TestAdmitInReceiveOrder(t *testing.T) {
+	var order []string
+	h := rpc.Methods{
+		"barrier": func(context.Context, *rpc.Request) (any, error) { time.Sleep(time.Second); return "b", nil },
+		"work":    func(context.Context, *rpc.Request) (any, error) { return "w", nil },
+	}
+	opts := &rpc.Options{
+		IsBarrier: func(m string) bool { return m == "barrier" },
+		Admit: func(r *rpc.Request) error {
+			order = append(order, string(r.ID))
+			if r.ID == "3" {
+				return jsonrpc.NewError(-32000, "refused", map[string]string{"reason": "test"})
+			}
+			return nil
+		},
+	}
+	runWire(t, h, opts, func(w *wire) {
+		w.Send(req(1, "barrier", ""), req(2, "work", ""), req(3, "work", ""), req(4, "work", ""))
+		w.Sleep(time.Second)
+		got := w.Take()
+		if strings.Join(order, " ") != "1 2 3 4" {
+			t.Errorf("admitted in order %q", order)
+		}
+		joined := strings.Join(got, "\n")
+		if len(got) != 4 || !strings.Contains(joined, `"id":3,"error":{"code":-32000,"message":"refused","data":{"reason":"test"}}`) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}

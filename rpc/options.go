@@ -84,6 +84,16 @@ type Options struct {
 	// "initialize" or ACP's control requests. Responses and cancellations
 	// are still read while a barrier runs. Nil means no barriers.
 	IsBarrier func(method string) bool
+	// Admit, if set, is called for every request and notification in
+	// receive order, on the reading goroutine, after its id is registered
+	// and before its handler can start. A protocol uses it to reserve
+	// resources in the order messages arrived (ACP reserves a session's
+	// prompt before the prompt's handler runs, so a cancel right behind it
+	// finds it). A returned error answers the request at once (a
+	// *jsonrpc.Error as it is) and the handler never runs. Keep it short,
+	// and do not call back into the connection from it: for a message held
+	// behind a running barrier it runs under the connection's lock.
+	Admit func(req *Request) error
 	// RejectBatches answers every JSON array with one -32600 (id null), as
 	// MCP >= 2025-06-18 and ACP require (SPEC W6). Default: batches accepted.
 	RejectBatches bool
