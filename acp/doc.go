@@ -1,0 +1,35 @@
+// Package acp is an agent-side runtime for the Agent Client Protocol v1
+// over agentwire's JSON-RPC connection, with the dispatch model of seed 003
+// (SPEC A1–A8).
+//
+// Control requests (initialize, authenticate, session/new, session/load,
+// session/resume, session/set_mode, session/set_config_option,
+// session/close, and the session/cancel notification) are barriers: they run
+// in receive order and update the connection's authoritative context before
+// the next message is dispatched. Background requests (session/prompt and
+// mcp/*) run concurrently on that context; their responses may come out of
+// order, and a prompt's session/update notifications stay in order and
+// precede its response.
+//
+// Admission happens in receive order, before a handler can start: at most
+// MaxBackground (32) background requests per connection (the excess gets
+// -32000 with data.reason "connection_busy" and data.limit), and one prompt
+// per session (-32000, data.reason "prompt_in_progress"). -32000 is ACP's
+// AuthRequired code too; data.reason tells them apart. A prompt reserves its
+// session's cancellation token at admission, so a session/cancel sent right
+// behind it (even in the same write) still cancels it; the next turn gets a
+// fresh token. A cancelled prompt answers stopReason "cancelled", never an
+// error. Control requests never wait behind the background lane.
+//
+// $/cancel_request cancels one background request, which still answers
+// (ACP: "the receiver still MUST send exactly one response"). At end of
+// input the active prompts are cancelled at once so their finalizers run,
+// background work gets ShutdownGrace (5 s) to finish, and the connection's
+// shutdown bound applies after that. Reservations are released on
+// completion, on panic and on abort. Idle sessions are forgotten after
+// IdleSessionTimeout, never one with an active prompt.
+//
+// Not yet here: the MCP-over-ACP bridges (mcp/connect, mcp/message,
+// mcp/disconnect) and session/load replay; mcp/* requests are admitted to
+// the background lane and answered -32601.
+package acp
