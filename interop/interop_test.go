@@ -196,3 +196,30 @@ func TestAgentwireCallAgainstTypeScriptServers(t *testing.T) {
 		})
 	}
 }
+
+// The official TypeScript ACP client (@agentclientprotocol/sdk) spawns
+// `agentwire serve acp`: a permission round trip, then a slow prompt during
+// which the mode changes at once, a second prompt is refused with -32000,
+// and a session/cancel makes the turn answer "cancelled" (issue 5).
+func TestTypeScriptACPClient(t *testing.T) {
+	out, stderr, code := run(t, 60*time.Second, "node", "acp-client.mjs", "--", binary, "serve", "acp")
+	var s struct {
+		OK              bool   `json:"ok"`
+		Error           string `json:"error"`
+		ProtocolVersion int    `json:"protocolVersion"`
+		PermissionAsked bool   `json:"permissionAsked"`
+		PermissionStop  string `json:"permissionStop"`
+		SetModeMS       int    `json:"setModeMs"`
+		SecondPrompt    any    `json:"secondPrompt"`
+		SlowStop        string `json:"slowStop"`
+		Updates         int    `json:"updates"`
+		AgentExit       int    `json:"agentExit"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &s); err != nil || code != 0 || !s.OK {
+		t.Fatalf("exit %d, summary %q (%v), stderr %s", code, out, err, stderr)
+	}
+	if s.ProtocolVersion != 1 || !s.PermissionAsked || s.PermissionStop != "end_turn" || s.SlowStop != "cancelled" ||
+		s.SecondPrompt != float64(-32000) || s.SetModeMS > 1000 || s.Updates < 2 || s.AgentExit != 0 {
+		t.Errorf("summary %+v", s)
+	}
+}

@@ -28,12 +28,14 @@ Usage:
   agentwire serve echo [flags]    serve the echo test server on stdin/stdout
   agentwire serve mcp [flags]     serve the example MCP server (both protocol eras) on
                                   stdin/stdout: tools echo, search, slow_report, chatty, crash
+  agentwire serve acp [flags]     serve the example ACP agent on stdin/stdout: prompts
+                                  "slow N", "permission", anything else is echoed
   agentwire call [flags] -- CMD [ARGS...]
                                   start a stdio server, send it one request, print
                                   the result, and shut it down with the ladder
   agentwire help                  show this text
 
-Flags of serve echo and serve mcp:
+Flags of serve echo, serve mcp and serve acp:
   --max-concurrent N       handlers running at once (default 256)
   --max-message-bytes N    largest accepted line (default 16777216)
   --grace D                end-of-stream grace for running handlers (default 5s)

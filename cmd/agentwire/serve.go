@@ -10,7 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentwire/agentwire/acp"
 	"github.com/agentwire/agentwire/echo"
+	"github.com/agentwire/agentwire/internal/acpdemo"
 	"github.com/agentwire/agentwire/internal/seedserver"
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/rpc"
@@ -18,8 +20,8 @@ import (
 )
 
 func runServe(args []string, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "echo" && args[0] != "mcp") {
-		fmt.Fprintf(stderr, "agentwire serve: expected a server name (echo or mcp)\n\n%s", usage)
+	if len(args) == 0 || (args[0] != "echo" && args[0] != "mcp" && args[0] != "acp") {
+		fmt.Fprintf(stderr, "agentwire serve: expected a server name (echo, mcp or acp)\n\n%s", usage)
 		return 2
 	}
 	name := args[0]
@@ -69,6 +71,8 @@ func runServe(args []string, stderr io.Writer) int {
 	switch name {
 	case "echo":
 		conn, err = stdio.Serve(echo.Handler(), echo.Options(base), nil)
+	case "acp":
+		conn, err = acp.ServeStdio(acpdemo.New(), &acp.Options{ShutdownGrace: *grace, Logger: logger}, base)
 	case "mcp":
 		so := mcp.ServerOptions{LegacySilent: *legacySilent, Logger: logger}
 		switch *era {
