@@ -181,7 +181,7 @@ func (o *Options) resolve() Options {
 // top of base, and the handler that goes with them, for one connection.
 func ConnOptions(agent *Agent, opts *Options, base *rpc.Options) (rpc.Handler, *rpc.Options) {
 	s := opts.resolve()
-	c := &conn{agent: agent, opts: s, sessions: map[string]*Session{}}
+	c := &conn{agent: agent, opts: s, sessions: map[string]*Session{}, cleaned: make(chan struct{})}
 	var o rpc.Options
 	if base != nil {
 		o = *base
@@ -195,14 +195,41 @@ func ConnOptions(agent *Agent, opts *Options, base *rpc.Options) (rpc.Handler, *
 	// plus the control lane, which never waits behind a prompt.
 	o.MaxConcurrentRequests = s.MaxBackground + 16
 	o.RejectWhenBusy = false
-	return rpc.HandlerFunc(c.handle), &o
+	return &handler{c: c}, &o
 }
 
 // ServeStdio serves one connection on stdin and stdout (stdout guarded).
-func ServeStdio(agent *Agent, opts *Options, base *rpc.Options) (*rpc.Conn, error) {
+// Its Wait returns once the connection is done and the MCP servers it
+// bridged have been shut down.
+func ServeStdio(agent *Agent, opts *Options, base *rpc.Options) (*Conn, error) {
 	h, o := ConnOptions(agent, opts, base)
-	return stdio.Serve(h, o, nil)
+	rc, err := stdio.Serve(h, o, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{Conn: rc, c: h.(*handler).c}, nil
 }
+
+// Conn is a served ACP connection.
+type Conn struct {
+	*rpc.Conn
+	c *conn
+}
+
+// Wait waits for the connection and for the end-of-input cleanup (bridged
+// MCP servers shut down).
+func (c *Conn) Wait() error {
+	err := c.Conn.Wait()
+	if c.c.watching.Load() {
+		<-c.c.cleaned
+	}
+	return err
+}
+
+// handler is the rpc.Handler of one connection.
+type handler struct{ c *conn }
+
+func (h *handler) Handle(ctx context.Context, req *rpc.Request) (any, error) { return h.c.handle(ctx, req) }
 
 // conn is the authoritative context of one connection (SPEC A1): the
 // control lane updates it in receive order; background requests read it.
@@ -216,6 +243,9 @@ type conn struct {
 	background  int
 	nextSession atomic.Int64
 	watchOnce   sync.Once
+	watching    atomic.Bool
+	cleaned     chan struct{} // closed when end-of-input cleanup is done
+	bridges     bridges
 }
 
 // Session is one ACP session.
@@ -225,8 +255,9 @@ type Session struct {
 	mode atomic.Value // string
 
 	// guarded by conn.mu
-	active   *reservation
-	lastUsed time.Time
+	active     *reservation
+	lastUsed   time.Time
+	mcpServers []json.RawMessage
 }
 
 // Mode returns the session's current mode.
@@ -262,7 +293,10 @@ type sessionParams struct {
 // limit and the one-prompt-per-session rule are decided here, and a prompt's
 // reservation is made here, so that a cancel right behind it finds it.
 func (c *conn) admit(req *rpc.Request) error {
-	c.watchOnce.Do(func() { go c.watchInput(req.Conn()) })
+	c.watchOnce.Do(func() {
+		c.watching.Store(true)
+		go c.watchInput(req.Conn())
+	})
 	if !isBackground(req.Method) || req.IsNotification() {
 		return nil
 	}
@@ -339,6 +373,8 @@ func (c *conn) watchInput(rc *rpc.Conn) {
 				}
 			}
 			c.mu.Unlock()
+			c.closeBridges(nil)
+			close(c.cleaned)
 			return
 		case <-tick:
 			c.cleanIdle()
@@ -414,9 +450,25 @@ func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 		}
 		delete(c.sessions, p.SessionID)
 		c.mu.Unlock()
+		if s != nil {
+			c.closeBridges(s)
+		}
 		return map[string]any{}, nil
 	case MethodPrompt:
 		return c.prompt(ctx, req)
+	case MethodMCPConnect, MethodMCPMessage, MethodMCPDisconnect:
+		if req.IsNotification() {
+			return nil, nil
+		}
+		defer c.release(nil, nil)
+		switch req.Method {
+		case MethodMCPConnect:
+			return c.mcpConnect(ctx, req)
+		case MethodMCPMessage:
+			return c.mcpMessage(ctx, req)
+		default:
+			return c.mcpDisconnect(req)
+		}
 	}
 	c.releaseFor(req)
 	if req.IsNotification() {
@@ -460,7 +512,7 @@ func (c *conn) newSession(req *rpc.Request) (any, error) {
 	if p.Cwd == "" || p.McpServers == nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: session/new needs cwd and mcpServers")
 	}
-	s := &Session{ID: "sess-" + strconv.FormatInt(c.nextSession.Add(1), 10), Cwd: p.Cwd, lastUsed: time.Now()}
+	s := &Session{ID: "sess-" + strconv.FormatInt(c.nextSession.Add(1), 10), Cwd: p.Cwd, lastUsed: time.Now(), mcpServers: p.McpServers}
 	res := map[string]any{"sessionId": s.ID}
 	if len(c.agent.Modes) > 0 {
 		s.mode.Store(c.agent.Modes[0].ID)

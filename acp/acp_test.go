@@ -9,11 +9,15 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/acp"
+	"github.com/agentwire/agentwire/internal/testserver"
 	"github.com/agentwire/agentwire/internal/wiretest"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testserver.Run()
+	goleak.VerifyTestMain(m)
+}
 
 func testAgent() *acp.Agent {
 	return &acp.Agent{

@@ -66,7 +66,7 @@ func runServe(args []string, stderr io.Writer) int {
 		Logger:                logger,
 	}
 
-	var conn *rpc.Conn
+	var conn interface{ Wait() error }
 	var err error
 	switch name {
 	case "echo":
