@@ -229,7 +229,9 @@ func (c *Conn) Wait() error {
 // handler is the rpc.Handler of one connection.
 type handler struct{ c *conn }
 
-func (h *handler) Handle(ctx context.Context, req *rpc.Request) (any, error) { return h.c.handle(ctx, req) }
+func (h *handler) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	return h.c.handle(ctx, req)
+}
 
 // conn is the authoritative context of one connection (SPEC A1): the
 // control lane updates it in receive order; background requests read it.

@@ -195,4 +195,3 @@ func (c *conn) closeBridges(s *Session) {
 	}
 	wg.Wait()
 }
-
