@@ -137,6 +137,30 @@ type Agent struct {
 	Prompt func(ctx context.Context, turn *Turn) (StopReason, error)
 	// Authenticate checks a method id; nil accepts any.
 	Authenticate func(ctx context.Context, methodID string) error
+	// LoadSession, if set, enables session/load (and agentCapabilities.
+	// loadSession): it replays the session's history with replay (as
+	// session/update notifications, all before the response) and reports
+	// whether it knows the session.
+	LoadSession func(ctx context.Context, s *Session, replay func(update any) error) (bool, error)
+	// ConfigOptions are offered by session/new; session/set_config_option
+	// changes their current values.
+	ConfigOptions []ConfigOption
+}
+
+// ConfigOption is a session configuration option of type "select".
+type ConfigOption struct {
+	ID           string         `json:"id"`
+	Name         string         `json:"name"`
+	Category     string         `json:"category,omitempty"`
+	Type         string         `json:"type"` // "select"
+	CurrentValue string         `json:"currentValue"`
+	Options      []ConfigChoice `json:"options"`
+}
+
+// ConfigChoice is one value of a ConfigOption.
+type ConfigChoice struct {
+	Value string `json:"value"`
+	Name  string `json:"name"`
 }
 
 // Options configures the runtime. The zero value (or nil) means the
@@ -256,10 +280,19 @@ type Session struct {
 	Cwd  string
 	mode atomic.Value // string
 
+	config sync.Map // config option id -> current value
+
 	// guarded by conn.mu
 	active     *reservation
 	lastUsed   time.Time
 	mcpServers []json.RawMessage
+}
+
+// Config returns the current value of a config option.
+func (s *Session) Config(id string) string {
+	v, _ := s.config.Load(id)
+	str, _ := v.(string)
+	return str
 }
 
 // Mode returns the session's current mode.
@@ -437,6 +470,10 @@ func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 		return c.newSession(req)
 	case MethodSetMode:
 		return c.setMode(req)
+	case MethodSetConfigOption:
+		return c.setConfigOption(req)
+	case MethodSessionLoad:
+		return c.loadSession(ctx, req)
 	case MethodCancel:
 		c.cancelTurn(req)
 		return nil, nil
@@ -489,9 +526,12 @@ func (c *conn) initialize(req *rpc.Request) (any, error) {
 	c.mu.Lock()
 	c.initialized = true
 	c.mu.Unlock()
-	caps := c.agent.Capabilities
-	if caps == nil {
-		caps = map[string]any{}
+	caps := map[string]any{}
+	for k, v := range c.agent.Capabilities {
+		caps[k] = v
+	}
+	if c.agent.LoadSession != nil {
+		caps["loadSession"] = true
 	}
 	// The agent answers with the client's version if it supports it, or
 	// its own latest.
@@ -516,10 +556,98 @@ func (c *conn) newSession(req *rpc.Request) (any, error) {
 	}
 	s := &Session{ID: "sess-" + strconv.FormatInt(c.nextSession.Add(1), 10), Cwd: p.Cwd, lastUsed: time.Now(), mcpServers: p.McpServers}
 	res := map[string]any{"sessionId": s.ID}
+	c.describe(s, res)
+	c.mu.Lock()
+	c.sessions[s.ID] = s
+	c.mu.Unlock()
+	return res, nil
+}
+
+// describe fills a session's modes and config options into a result.
+func (c *conn) describe(s *Session, res map[string]any) {
 	if len(c.agent.Modes) > 0 {
-		s.mode.Store(c.agent.Modes[0].ID)
-		res["modes"] = map[string]any{"currentModeId": c.agent.Modes[0].ID, "availableModes": c.agent.Modes}
+		if s.Mode() == "" {
+			s.mode.Store(c.agent.Modes[0].ID)
+		}
+		res["modes"] = map[string]any{"currentModeId": s.Mode(), "availableModes": c.agent.Modes}
 	}
+	if len(c.agent.ConfigOptions) > 0 {
+		res["configOptions"] = c.configOptions(s)
+	}
+}
+
+func (c *conn) configOptions(s *Session) []ConfigOption {
+	out := make([]ConfigOption, len(c.agent.ConfigOptions))
+	for i, o := range c.agent.ConfigOptions {
+		if v := s.Config(o.ID); v != "" {
+			o.CurrentValue = v
+		}
+		if o.Type == "" {
+			o.Type = "select"
+		}
+		out[i] = o
+	}
+	return out
+}
+
+func (c *conn) setConfigOption(req *rpc.Request) (any, error) {
+	var p struct {
+		SessionID string `json:"sessionId"`
+		ConfigID  string `json:"configId"`
+		Value     string `json:"value"`
+	}
+	if err := req.UnmarshalParams(&p); err != nil {
+		return nil, err
+	}
+	s, err := c.session(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range c.agent.ConfigOptions {
+		if o.ID != p.ConfigID {
+			continue
+		}
+		for _, ch := range o.Options {
+			if ch.Value == p.Value {
+				s.config.Store(o.ID, p.Value)
+				return map[string]any{"configOptions": c.configOptions(s)}, nil
+			}
+		}
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %q is not a value of %q", p.Value, p.ConfigID)
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: unknown config option %q", p.ConfigID)
+}
+
+// loadSession is session/load: the agent replays the history as updates,
+// all before the response.
+func (c *conn) loadSession(ctx context.Context, req *rpc.Request) (any, error) {
+	if c.agent.LoadSession == nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (this agent cannot load sessions)", req.Method)
+	}
+	var p struct {
+		SessionID  string            `json:"sessionId"`
+		Cwd        string            `json:"cwd"`
+		McpServers []json.RawMessage `json:"mcpServers"`
+	}
+	if err := req.UnmarshalParams(&p); err != nil {
+		return nil, err
+	}
+	if p.SessionID == "" || p.Cwd == "" || p.McpServers == nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: session/load needs sessionId, cwd and mcpServers")
+	}
+	s := &Session{ID: p.SessionID, Cwd: p.Cwd, lastUsed: time.Now(), mcpServers: p.McpServers}
+	replay := func(update any) error {
+		return req.Notify(MethodUpdate, map[string]any{"sessionId": s.ID, "update": update})
+	}
+	known, err := c.agent.LoadSession(ctx, s, replay)
+	if err != nil {
+		return nil, err
+	}
+	if !known {
+		return nil, jsonrpc.NewError(CodeResourceNotFound, "session not found: "+p.SessionID, map[string]any{"sessionId": p.SessionID})
+	}
+	res := map[string]any{}
+	c.describe(s, res)
 	c.mu.Lock()
 	c.sessions[s.ID] = s
 	c.mu.Unlock()

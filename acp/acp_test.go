@@ -48,7 +48,18 @@ func testAgent() *acp.Agent {
 
 func run(t *testing.T, opts *acp.Options, f func(w *wiretest.Wire)) {
 	t.Helper()
-	h, o := acp.ConnOptions(testAgent(), opts, nil)
+	a := testAgent()
+	a.ConfigOptions = []acp.ConfigOption{{ID: "model", Name: "Model", Category: "model", CurrentValue: "fast",
+		Options: []acp.ConfigChoice{{Value: "fast", Name: "Fast"}, {Value: "smart", Name: "Smart"}}}}
+	a.LoadSession = func(ctx context.Context, s *acp.Session, replay func(any) error) (bool, error) {
+		if s.ID != "old-1" {
+			return false, nil
+		}
+		replay(map[string]any{"sessionUpdate": "user_message_chunk", "content": acp.TextBlock("hi")})
+		replay(map[string]any{"sessionUpdate": "agent_message_chunk", "content": acp.TextBlock("hello")})
+		return true, nil
+	}
+	h, o := acp.ConnOptions(a, opts, nil)
 	wiretest.Run(t, h, o, f)
 }
 
@@ -228,5 +239,59 @@ func TestRequestsBeforeInitialize(t *testing.T) {
 		if len(got) != 1 || !strings.Contains(got[0], `"code":-32600`) {
 			t.Fatalf("got %q", got)
 		}
+	})
+}
+
+func TestSetConfigOption(t *testing.T) {
+	run(t, nil, func(w *wiretest.Wire) {
+		setup(w, 1)
+		got := w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"session/set_config_option","params":{"sessionId":"sess-1","configId":"model","value":"smart"}}`)
+		if len(got) != 1 || !strings.Contains(got[0], `"currentValue":"smart"`) {
+			t.Fatalf("got %q", got)
+		}
+		got = w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"session/set_config_option","params":{"sessionId":"sess-1","configId":"model","value":"huge"}}`)
+		if len(got) != 1 || !strings.Contains(got[0], `"code":-32602`) {
+			t.Fatalf("bad value: %q", got)
+		}
+	})
+}
+
+// session/load replays the history as updates, all before its response.
+func TestLoadSessionReplaysBeforeResponse(t *testing.T) {
+	run(t, nil, func(w *wiretest.Wire) {
+		w.Exchange(initLine)
+		w.Send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"old-1","cwd":"/tmp","mcpServers":[]}}`)
+		got := w.Take()
+		if len(got) != 3 || !strings.Contains(got[0], "user_message_chunk") || !strings.Contains(got[1], "agent_message_chunk") || !strings.Contains(got[2], `"id":1,"result"`) {
+			t.Fatalf("got %q", got)
+		}
+		got = w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"nope","cwd":"/tmp","mcpServers":[]}}`)
+		if len(got) != 1 || !strings.Contains(got[0], `"code":-32002`) {
+			t.Fatalf("unknown session: %q", got)
+		}
+		// A loaded session takes prompts.
+		got = w.Exchange(prompt(3, "old-1", "hey"))
+		if len(got) != 2 {
+			t.Fatalf("prompt on a loaded session: %q", got)
+		}
+	})
+}
+
+// A8: idle sessions are forgotten, except one with an active prompt.
+func TestIdleSessionCleanup(t *testing.T) {
+	run(t, &acp.Options{IdleSessionTimeout: time.Minute}, func(w *wiretest.Wire) {
+		setup(w, 2)
+		w.Send(prompt(1, "sess-2", "slow 10000")) // 500 s: active throughout
+		w.Sleep(3 * time.Minute)
+		got := w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":"sess-1","modeId":"code"}}`)
+		if len(got) == 0 || !strings.Contains(strings.Join(got, ""), `"id":2,"error":{"code":-32002`) {
+			t.Fatalf("idle session still there: %q", got)
+		}
+		got = w.Exchange(`{"jsonrpc":"2.0","id":3,"method":"session/set_mode","params":{"sessionId":"sess-2","modeId":"code"}}`)
+		if !strings.Contains(strings.Join(got, ""), `{"jsonrpc":"2.0","id":3,"result":{}}`) {
+			t.Fatalf("session with an active prompt was cleaned up: %q", got)
+		}
+		w.Send(cancel("sess-2"))
+		w.Sleep(100 * time.Millisecond)
 	})
 }

@@ -29,7 +29,16 @@
 // completion, on panic and on abort. Idle sessions are forgotten after
 // IdleSessionTimeout, never one with an active prompt.
 //
-// Not yet here: the MCP-over-ACP bridges (mcp/connect, mcp/message,
-// mcp/disconnect) and session/load replay; mcp/* requests are admitted to
-// the background lane and answered -32601.
+// MCP bridges (bridge.go; SPEC A7): mcp/connect {serverId} starts an MCP
+// server a session declared in mcpServers (a stdio entry, matched by name)
+// through agentwire's MCP client and answers {connectionId}; mcp/message
+// {connectionId, method, params} forwards (concurrently, on the background
+// lane) and returns the inner result or error; mcp/disconnect ends the
+// bridge with the stdio shutdown ladder, as do session/close and the end of
+// the connection. A message for a bridge that is not connected gets -32602.
+// The extension is unstable; bridge.go says which generation this follows.
+//
+// session/load (when Agent.LoadSession is set) replays the history as
+// session/update notifications, all before its response;
+// session/set_config_option changes Agent.ConfigOptions per session.
 package acp

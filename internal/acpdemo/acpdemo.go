@@ -27,6 +27,8 @@ func New() *acp.Agent {
 			{ID: "ask", Name: "Ask", Description: "Answer questions"},
 			{ID: "code", Name: "Code", Description: "Write code"},
 		},
+		ConfigOptions: []acp.ConfigOption{{ID: "model", Name: "Model", Category: "model", CurrentValue: "fast",
+			Options: []acp.ConfigChoice{{Value: "fast", Name: "Fast"}, {Value: "smart", Name: "Smart"}}}},
 		Prompt: prompt,
 	}
 }
