@@ -280,7 +280,8 @@ type Session struct {
 	Cwd  string
 	mode atomic.Value // string
 
-	config sync.Map // config option id -> current value
+	config sync.Map    // config option id -> current value
+	closed atomic.Bool // session/close or idle cleanup: no new bridges
 
 	// guarded by conn.mu
 	active     *reservation
@@ -304,6 +305,7 @@ func (s *Session) Mode() string {
 // reservation is a prompt's claim on its session and its cancellation
 // token, made in receive order before the prompt's handler starts (SPEC A5).
 type reservation struct {
+	req    *rpc.Request // the prompt that holds it
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
@@ -348,7 +350,7 @@ func (c *conn) admit(req *rpc.Request) error {
 				return busy("prompt_in_progress", map[string]any{"sessionId": s.ID})
 			}
 			ctx, cancel := context.WithCancelCause(context.Background())
-			s.active = &reservation{ctx: ctx, cancel: cancel}
+			s.active = &reservation{req: req, ctx: ctx, cancel: cancel}
 		}
 	}
 	c.background++
@@ -381,7 +383,7 @@ func (c *conn) releaseFor(req *rpc.Request) {
 		var p sessionParams
 		json.Unmarshal(req.Params, &p)
 		c.mu.Lock()
-		if s = c.sessions[p.SessionID]; s != nil {
+		if s = c.sessions[p.SessionID]; s != nil && s.active != nil && s.active.req == req {
 			r = s.active
 		}
 		c.mu.Unlock()
@@ -425,6 +427,8 @@ func (c *conn) cleanIdle() {
 	for id, s := range c.sessions {
 		if s.active == nil && s.lastUsed.Before(cutoff) {
 			delete(c.sessions, id)
+			s.closed.Store(true)
+			go c.closeBridges(s)
 		}
 	}
 }
@@ -476,7 +480,10 @@ func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 		return c.loadSession(ctx, req)
 	case MethodCancel:
 		c.cancelTurn(req)
-		return nil, nil
+		if req.IsNotification() {
+			return nil, nil
+		}
+		return map[string]any{}, nil // sent as a request by mistake: still honoured
 	case MethodSessionClose:
 		var p sessionParams
 		if err := req.UnmarshalParams(&p); err != nil {
@@ -490,10 +497,14 @@ func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 		delete(c.sessions, p.SessionID)
 		c.mu.Unlock()
 		if s != nil {
+			s.closed.Store(true)
 			c.closeBridges(s)
 		}
 		return map[string]any{}, nil
 	case MethodPrompt:
+		if req.IsNotification() {
+			return nil, nil // nothing was admitted for it; nothing to answer
+		}
 		return c.prompt(ctx, req)
 	case MethodMCPConnect, MethodMCPMessage, MethodMCPDisconnect:
 		if req.IsNotification() {
@@ -649,6 +660,10 @@ func (c *conn) loadSession(ctx context.Context, req *rpc.Request) (any, error) {
 	res := map[string]any{}
 	c.describe(s, res)
 	c.mu.Lock()
+	if old := c.sessions[s.ID]; old != nil && old.active != nil {
+		c.mu.Unlock()
+		return nil, busy("prompt_in_progress", map[string]any{"sessionId": s.ID})
+	}
 	c.sessions[s.ID] = s
 	c.mu.Unlock()
 	return res, nil
@@ -745,10 +760,25 @@ func (c *conn) prompt(ctx context.Context, req *rpc.Request) (any, error) {
 	c.mu.Lock()
 	s := c.sessions[p.SessionID]
 	var r *reservation
-	if s != nil {
+	var refused error
+	switch {
+	case s == nil:
+	case s.active != nil && s.active.req == req:
 		r = s.active
+	case s.active != nil:
+		refused = busy("prompt_in_progress", map[string]any{"sessionId": s.ID})
+	default:
+		// The session did not exist yet when the prompt was admitted (it
+		// was queued behind the session/load that creates it): reserve now.
+		ctx, cancel := context.WithCancelCause(context.Background())
+		r = &reservation{req: req, ctx: ctx, cancel: cancel}
+		s.active = r
 	}
 	c.mu.Unlock()
+	if refused != nil {
+		c.release(nil, nil)
+		return nil, refused
+	}
 	if s == nil || r == nil {
 		c.release(nil, nil)
 		return nil, jsonrpc.NewError(CodeResourceNotFound, "session not found: "+p.SessionID, map[string]any{"sessionId": p.SessionID})

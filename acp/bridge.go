@@ -55,9 +55,10 @@ type bridge struct {
 }
 
 type bridges struct {
-	mu   sync.Mutex
-	next int64
-	m    map[string]*bridge
+	mu     sync.Mutex
+	next   int64
+	m      map[string]*bridge
+	closed bool // the connection ended: no new bridges
 }
 
 func (c *conn) declared(serverID string) (*Session, *stdioServer) {
@@ -108,6 +109,13 @@ func (c *conn) mcpConnect(ctx context.Context, req *rpc.Request) (any, error) {
 		return nil, jsonrpc.NewError(CodeBridgeUnavailable, "MCP server "+p.ServerID+" unavailable: "+err.Error(), map[string]any{"serverId": p.ServerID})
 	}
 	c.bridges.mu.Lock()
+	if c.bridges.closed || s.closed.Load() {
+		// The connection or the session ended while the server started:
+		// nobody will disconnect it, so it is stopped now.
+		c.bridges.mu.Unlock()
+		ms.Close()
+		return nil, jsonrpc.NewError(CodeBridgeUnavailable, "MCP server "+p.ServerID+" unavailable: the session or connection has ended", map[string]any{"serverId": p.ServerID})
+	}
 	if c.bridges.m == nil {
 		c.bridges.m = map[string]*bridge{}
 	}
@@ -181,6 +189,9 @@ func (c *conn) mcpDisconnect(req *rpc.Request) (any, error) {
 // closeBridges ends the bridges of one session (nil: all) with the ladder.
 func (c *conn) closeBridges(s *Session) {
 	c.bridges.mu.Lock()
+	if s == nil {
+		c.bridges.closed = true
+	}
 	var doomed []*bridge
 	for id, b := range c.bridges.m {
 		if s == nil || b.session == s {

@@ -99,3 +99,60 @@ func TestMCPBridge(t *testing.T) {
 		t.Fatalf("second connect: %s", got)
 	}
 }
+
+func pidsAlive(t *testing.T, dir string) []int {
+	t.Helper()
+	b, _ := os.ReadFile(dir + "/starts")
+	var alive []int
+	for _, f := range strings.Fields(string(b)) {
+		pid := 0
+		fmt.Sscan(f, &pid)
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err == nil && strings.Fields(string(st))[2] != "Z" {
+			alive = append(alive, pid)
+		}
+	}
+	return alive
+}
+
+// Regression (found in review): an mcp/connect still starting its server
+// when input ends, or when its session is closed in the same write, left
+// the server running with nobody to stop it.
+func TestRegressionBridgeStartingAtTheEndIsStopped(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	exe, _ := os.Executable()
+	for _, ending := range []string{"eof", "close"} {
+		t.Run(ending, func(t *testing.T) {
+			dir := t.TempDir()
+			env, _ := json.Marshal([]map[string]string{{"name": testserver.Env, "value": "mcp"},
+				{"name": "GORACE", "value": "atexit_sleep_ms=0"}, {"name": testserver.StateEnv, "value": dir}})
+			l := startLive(t)
+			l.call(initLine)
+			l.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[{"name":"seed","command":%q,"args":[],"env":%s}]}}`, exe, env))
+			connect := `{"jsonrpc":"2.0","id":2,"method":"mcp/connect","params":{"serverId":"seed"}}` + "\n"
+			if ending == "close" {
+				io.WriteString(l.in, connect+`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"sess-1"}}`+"\n")
+				time.Sleep(2 * time.Second)
+			} else {
+				io.WriteString(l.in, connect)
+			}
+			l.in.Close()
+			l.conn.Wait()
+			deadline := time.Now().Add(10 * time.Second)
+			for len(pidsAlive(t, dir)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if alive := pidsAlive(t, dir); len(alive) > 0 {
+				for _, pid := range alive {
+					p, _ := os.FindProcess(pid)
+					p.Kill()
+				}
+				t.Fatalf("bridged servers left running: %v", alive)
+			}
+			for range l.lines {
+			}
+		})
+	}
+}

@@ -41,6 +41,9 @@ Flags of serve echo, serve mcp and serve acp:
   --grace D                end-of-stream grace for running handlers (default 5s)
   --shutdown-timeout D     bound on cancelled handlers and the final drain (default 5s)
   --log-level L            debug, info, warn or error; logs go to stderr (default warn)
+Only serve acp:
+  --max-background N       prompts and MCP bridge requests at once (default 32);
+                           (serve acp sizes --max-concurrent itself)
 Only serve mcp:
   --era E                  dual (default), modern or legacy
   --legacy-silent          as a legacy server, answer nothing before initialize

@@ -32,6 +32,10 @@ func runServe(args []string, stderr io.Writer) int {
 	grace := fs.Duration("grace", rpc.DefaultEndOfStreamTimeout, "end-of-stream grace for running handlers")
 	shutdown := fs.Duration("shutdown-timeout", rpc.DefaultShutdownTimeout, "bound on cancelled handlers and the final drain")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	var maxBackground *int
+	if name == "acp" {
+		maxBackground = fs.Int("max-background", acp.DefaultMaxBackground, "prompts and MCP bridge requests running at once per connection")
+	}
 	var era *string
 	var legacySilent, ignoreEOF, ignoreTerm, noGuard *bool
 	if name == "mcp" {
@@ -72,7 +76,7 @@ func runServe(args []string, stderr io.Writer) int {
 	case "echo":
 		conn, err = stdio.Serve(echo.Handler(), echo.Options(base), nil)
 	case "acp":
-		conn, err = acp.ServeStdio(acpdemo.New(), &acp.Options{ShutdownGrace: *grace, Logger: logger}, base)
+		conn, err = acp.ServeStdio(acpdemo.New(), &acp.Options{MaxBackground: *maxBackground, ShutdownGrace: *grace, Logger: logger}, base)
 	case "mcp":
 		so := mcp.ServerOptions{LegacySilent: *legacySilent, Logger: logger}
 		switch *era {

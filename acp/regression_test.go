@@ -1,0 +1,82 @@
+package acp_test
+
+// Regression tests for defects found in review: a session/prompt sent as a
+// notification broke the background count and took over another prompt's
+// reservation; a prompt queued behind the session/load that creates its
+// session was refused.
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentwire/agentwire/acp"
+	"github.com/agentwire/agentwire/internal/wiretest"
+)
+
+// A session/prompt *notification* (no id) is not counted at admission
+// but its handler decrements the background counter (and, for a busy
+// session, steals and cancels the running prompt's reservation).
+func TestRegressionPromptNotificationDoesNotBreakTheLimit(t *testing.T) {
+	run(t, nil, func(w *wiretest.Wire) {
+		setup(w, 34)
+		w.Send(`{"jsonrpc":"2.0","method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}}`,
+			`{"jsonrpc":"2.0","method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}}`)
+		w.Settle()
+		w.Take()
+		var lines []string
+		for i := 1; i <= 34; i++ {
+			lines = append(lines, prompt(i, "sess-"+strconv.Itoa(i), "slow 2"))
+		}
+		w.Send(lines...)
+		w.Settle()
+		got := w.Take()
+		busy := 0
+		for _, l := range got {
+			if strings.Contains(l, "connection_busy") {
+				busy++
+			}
+		}
+		w.Sleep(300 * time.Millisecond)
+		if busy != 2 {
+			t.Errorf("34 prompts with limit 32: %d connection_busy, want 2 (counter went negative)", busy)
+		}
+	})
+}
+
+func TestRegressionPromptNotificationLeavesRunningPromptAlone(t *testing.T) {
+	run(t, nil, func(w *wiretest.Wire) {
+		setup(w, 1)
+		w.Send(prompt(1, "sess-1", "slow 10"))
+		w.Sleep(60 * time.Millisecond)
+		w.Send(`{"jsonrpc":"2.0","method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"x"}]}}`)
+		w.Sleep(time.Second)
+		j := strings.Join(w.Take(), "\n")
+		if !strings.Contains(j, `"id":1,"result":{"stopReason":"end_turn"}`) {
+			t.Errorf("prompt 1 was hijacked by a prompt notification:\n%s", j)
+		}
+	})
+}
+
+// A1: a prompt pipelined right behind a (slow) session/load for the same
+// session is admitted while the load still runs, before the session exists.
+func TestRegressionPromptQueuedBehindSlowLoad(t *testing.T) {
+	a := testAgent()
+	a.LoadSession = func(ctx context.Context, s *acp.Session, replay func(any) error) (bool, error) {
+		time.Sleep(50 * time.Millisecond) // e.g. reading history from disk
+		return true, nil
+	}
+	h, o := acp.ConnOptions(a, nil, nil)
+	wiretest.Run(t, h, o, func(w *wiretest.Wire) {
+		w.Exchange(initLine)
+		w.Send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"old-1","cwd":"/tmp","mcpServers":[]}}`,
+			prompt(2, "old-1", "hey"))
+		w.Sleep(200 * time.Millisecond)
+		j := strings.Join(w.Take(), "\n")
+		if !strings.Contains(j, `"id":2,"result":{"stopReason":"end_turn"}`) {
+			t.Errorf("prompt behind session/load:\n%s", j)
+		}
+	})
+}
