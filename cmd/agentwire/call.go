@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/process"
+	"github.com/agentwire/agentwire/socket"
 )
 
 // callReport is what --report writes to stderr.
@@ -50,6 +52,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the shutdown ladder")
 	report := fs.Bool("report", false, "write a JSON report of the session to stderr")
 	logLevel := fs.String("log-level", "error", "debug, info, warn or error")
+	connect := fs.String("connect", "", "talk to a server listening on unix:PATH or tcp:HOST:PORT instead of starting one")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,8 +63,12 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		*allowance = 0
 	}
 	argv := fs.Args()
-	if len(argv) == 0 {
-		fmt.Fprintln(stderr, "agentwire call: missing the server command (agentwire call [flags] -- CMD [ARGS...])")
+	if len(argv) == 0 && *connect == "" {
+		fmt.Fprintln(stderr, "agentwire call: missing the server command (agentwire call [flags] -- CMD [ARGS...]) or --connect ADDR")
+		return 2
+	}
+	if len(argv) > 0 && *connect != "" {
+		fmt.Fprintln(stderr, "agentwire call: give either --connect or a server command, not both")
 		return 2
 	}
 	var p any
@@ -112,22 +119,44 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	cmd := process.Command{Path: argv[0], Args: argv[1:]}
+	var cmd process.Command
+	if len(argv) > 0 {
+		cmd = process.Command{Path: argv[0], Args: argv[1:]}
+	}
 	transport := &client.Options{Logger: logger, Process: &process.Options{Grace: *grace, Logger: logger}}
 	rep := callReport{Era: "none", Probe: string(mcp.ProbeNone)}
 	var ctx context.Context // the call's, made once connected
 
 	var c *client.Client
 	var call func() (json.RawMessage, error)
+	var sock net.Conn
+	if *connect != "" {
+		dctx, dcancel := context.WithTimeout(context.Background(), *connectTimeout)
+		var err error
+		sock, err = socket.Dial(dctx, *connect)
+		dcancel()
+		if err != nil {
+			fmt.Fprintln(stderr, "agentwire call:", err)
+			return 2
+		}
+	}
 	if *era == "none" {
 		var err error
-		if c, err = client.Start(cmd, transport); err != nil {
+		if sock != nil {
+			c = client.New(sock, sock, transport)
+		} else if c, err = client.Start(cmd, transport); err != nil {
 			fmt.Fprintln(stderr, "agentwire call:", err)
 			return 2
 		}
 		call = func() (json.RawMessage, error) { return c.Call(ctx, *method, p) }
 	} else {
-		sess, err := mcp.StartServer(context.Background(), cmd, &mcp.ClientOptions{
+		start := mcp.StartServer
+		if sock != nil {
+			start = func(ctx context.Context, _ process.Command, o *mcp.ClientOptions) (*mcp.Session, error) {
+				return mcp.NewClient(ctx, sock, sock, o)
+			}
+		}
+		sess, err := start(context.Background(), cmd, &mcp.ClientOptions{
 			ConnectTimeout: *connectTimeout,
 			Mode:           mode, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
 			Transport: transport, Info: mcp.Implementation{Name: "agentwire-call", Version: "1"},

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"net"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -215,4 +217,60 @@ func TestCallChattyWithoutGuard(t *testing.T) {
 	if r.code != 0 || r.report.StdoutViolations != 0 || !strings.Contains(r.report.StderrTail, "DEBUG: looking things up...") {
 		t.Fatalf("guarded: exit %d report %+v", r.code, r.report)
 	}
+}
+
+// issue 6, T1: serve --listen and call --connect, over a Unix socket and
+// TCP, with the unchanged framing; the server stops on SIGTERM and removes
+// its socket.
+func TestListenAndConnect(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "aw.sock")
+	for _, tc := range []struct {
+		name, addr string
+		serve      []string
+		call       []string
+		want       string
+	}{
+		{"mcp over unix", "unix:" + sock, []string{"mcp"}, []string{"--tool", "echo", "--args", `{"text":"via unix"}`}, `"text":"via unix"`},
+		{"echo over tcp", "tcp:" + freePort(t), []string{"echo"}, []string{"--era", "none", "--method", "echo", "--params", `[1,2]`}, `[1,2]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := exec.Command(binary, append(append([]string{"serve"}, tc.serve...), "--listen", tc.addr)...)
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Process.Kill()
+			var out []byte
+			var err error
+			for i := 0; i < 50; i++ { // until it listens
+				out, err = exec.Command(binary, append([]string{"call", "--connect", tc.addr}, tc.call...)...).Output()
+				if err == nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("call: %v, %s", err, out)
+			}
+			srv.Process.Signal(syscall.SIGTERM)
+			if err := srv.Wait(); err != nil {
+				t.Errorf("server exit: %v", err)
+			}
+			if strings.HasPrefix(tc.addr, "unix:") {
+				if _, err := os.Stat(sock); err == nil {
+					t.Error("socket file left behind")
+				}
+			}
+		})
+	}
+}
+
+// freePort returns a loopback address whose port was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -30,7 +30,7 @@ Usage:
                                   stdin/stdout: tools echo, search, slow_report, chatty, crash
   agentwire serve acp [flags]     serve the example ACP agent on stdin/stdout: prompts
                                   "slow N", "permission", anything else is echoed
-  agentwire call [flags] -- CMD [ARGS...]
+  agentwire call [flags] -- CMD [ARGS...]   (or: agentwire call [flags] --connect ADDR)
                                   start a stdio server, send it one request, print
                                   the result, and shut it down with the ladder
   agentwire help                  show this text
@@ -41,6 +41,8 @@ Flags of serve echo, serve mcp and serve acp:
   --grace D                end-of-stream grace for running handlers (default 5s)
   --shutdown-timeout D     bound on cancelled handlers and the final drain (default 5s)
   --log-level L            debug, info, warn or error; logs go to stderr (default warn)
+  --listen ADDR            serve clients on unix:PATH or tcp:HOST:PORT (one connection
+                           each, same framing) until SIGINT/SIGTERM, instead of stdio
 Only serve acp:
   --max-background N       prompts and MCP bridge requests at once (default 32);
                            (serve acp sizes --max-concurrent itself)
@@ -61,6 +63,8 @@ Flags of call:
   --method M               any method (default tools/list; ping with --era none)
   --params JSON            the request's params (MCP _meta is added for you)
   --tool NAME --args JSON  shorthand for tools/call
+  --connect ADDR           talk to a server listening on unix:PATH or tcp:HOST:PORT
+                           instead of starting CMD
   --timeout D              how long to wait for the response, once connected (default 30s)
   --connect-timeout D      how long the MCP negotiation may take (default 30s)
   --grace D                each wait of the shutdown ladder: close stdin, wait D,

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	"github.com/agentwire/agentwire/internal/seedserver"
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/rpc"
+	"github.com/agentwire/agentwire/socket"
 	"github.com/agentwire/agentwire/stdio"
 )
 
@@ -32,6 +35,7 @@ func runServe(args []string, stderr io.Writer) int {
 	grace := fs.Duration("grace", rpc.DefaultEndOfStreamTimeout, "end-of-stream grace for running handlers")
 	shutdown := fs.Duration("shutdown-timeout", rpc.DefaultShutdownTimeout, "bound on cancelled handlers and the final drain")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	listen := fs.String("listen", "", "serve clients on unix:PATH or tcp:HOST:PORT instead of stdio")
 	var maxBackground *int
 	if name == "acp" {
 		maxBackground = fs.Int("max-background", acp.DefaultMaxBackground, "prompts and MCP bridge requests running at once per connection")
@@ -70,6 +74,9 @@ func runServe(args []string, stderr io.Writer) int {
 		Logger:                logger,
 	}
 
+	if *listen != "" {
+		return serveListen(name, *listen, stderr, logger, base, maxBackground, era, legacySilent)
+	}
 	var conn interface{ Wait() error }
 	var err error
 	switch name {
@@ -107,6 +114,45 @@ func runServe(args []string, stderr io.Writer) int {
 	}
 	if err != nil {
 		logger.Warn("connection ended", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// serveListen serves clients on a socket until SIGINT or SIGTERM: each gets
+// its own connection, as if it had started the server itself.
+func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base *rpc.Options,
+	maxBackground *int, era *string, legacySilent *bool) int {
+	var newConn func() (rpc.Handler, *rpc.Options)
+	switch name {
+	case "echo":
+		newConn = func() (rpc.Handler, *rpc.Options) { return echo.Handler(), echo.Options(base) }
+	case "mcp":
+		so := mcp.ServerOptions{LegacySilent: *legacySilent, Logger: logger}
+		switch *era {
+		case "modern":
+			so.Era = mcp.ModernOnly
+		case "legacy":
+			so.Era = mcp.LegacyOnly
+		}
+		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr})
+		newConn = func() (rpc.Handler, *rpc.Options) { return srv.Handler(), srv.ConnOptions(base) }
+	case "acp":
+		agent := acpdemo.New()
+		newConn = func() (rpc.Handler, *rpc.Options) {
+			return acp.ConnOptions(agent, &acp.Options{MaxBackground: *maxBackground, Logger: logger}, base)
+		}
+	}
+	l, err := socket.Listen(addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentwire serve %s: %v\n", name, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger.Info("listening", "address", addr)
+	if err := (&socket.Server{NewConn: newConn}).Serve(ctx, l); err != nil {
+		fmt.Fprintf(stderr, "agentwire serve %s: %v\n", name, err)
 		return 1
 	}
 	return 0
