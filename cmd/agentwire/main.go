@@ -33,6 +33,10 @@ Usage:
   agentwire call [flags] -- CMD [ARGS...]   (or: agentwire call [flags] --connect ADDR)
                                   start a stdio server, send it one request, print
                                   the result, and shut it down with the ladder
+  agentwire tap [--log FILE] -- CMD [ARGS...]
+                                  a transparent stdio proxy in front of a server: bytes
+                                  pass through unchanged, every line is logged as JSON Lines
+                                  (time, direction, size, JSON-RPC kind/method/id, validity)
   agentwire help                  show this text
 
 Flags of serve echo, serve mcp and serve acp:
@@ -89,6 +93,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runServe(args[1:], stderr)
 	case "call":
 		return runCall(args[1:], stdout, stderr)
+	case "tap":
+		return runTap(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
