@@ -223,3 +223,33 @@ func TestTypeScriptACPClient(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 }
+
+// `agentwire check` against other people's servers pins what they do: the
+// TypeScript SDK servers and server-everything pass everything but send no
+// -32700 for a line that is not JSON (a warning; they keep serving).
+func TestCheckAgainstTypeScriptServers(t *testing.T) {
+	everything := filepath.Join("node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	for _, server := range [][]string{{"node", "server-v1.mjs"}, {"node", "server-v2.mjs"}, {"node", everything, "stdio"}} {
+		t.Run(filepath.Base(server[1]), func(t *testing.T) {
+			out, stderr, code := run(t, 90*time.Second, binary, append([]string{"check", "--json", "--grace", "2s", "--"}, server...)...)
+			var rep struct {
+				Passed bool `json:"passed"`
+				Checks []struct {
+					Check, Result string
+				} `json:"checks"`
+			}
+			if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || !rep.Passed {
+				t.Fatalf("exit %d, %q (%v), stderr %s", code, out, err, stderr)
+			}
+			for _, c := range rep.Checks {
+				want := "pass"
+				if c.Check == "not JSON" {
+					want = "warn"
+				}
+				if c.Result != want {
+					t.Errorf("%s = %s, want %s", c.Check, c.Result, want)
+				}
+			}
+		})
+	}
+}

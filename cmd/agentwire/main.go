@@ -33,6 +33,11 @@ Usage:
   agentwire call [flags] -- CMD [ARGS...]   (or: agentwire call [flags] --connect ADDR)
                                   start a stdio server, send it one request, print
                                   the result, and shut it down with the ladder
+  agentwire check [--json] [--timeout D] [--grace D] [--call-tools]
+                  [--slow-tool NAME --slow-args JSON] -- CMD [ARGS...]
+                                  run a fixed battery against a stdio MCP server: era,
+                                  stdout hygiene, stderr, unknown method, a line that is not
+                                  JSON, a 1 MiB request, concurrency, cancellation, shutdown
   agentwire tap [--log FILE] -- CMD [ARGS...]
                                   a transparent stdio proxy in front of a server: bytes
                                   pass through unchanged, every line is logged as JSON Lines
@@ -93,6 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runServe(args[1:], stderr)
 	case "call":
 		return runCall(args[1:], stdout, stderr)
+	case "check":
+		return runCheck(args[1:], stdout, stderr)
 	case "tap":
 		return runTap(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
