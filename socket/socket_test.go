@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestParse(t *testing.T) {
 	for _, tc := range []struct{ in, network, address string }{
-		{"unix:/tmp/x.sock", "unix", "/tmp/x.sock"},
+		{"unix:/run/user/x.sock", "unix", "/run/user/x.sock"},
 		{"tcp:127.0.0.1:8080", "tcp", "127.0.0.1:8080"},
 		{"tcp:[::1]:0", "tcp", "[::1]:0"},
 	} {
@@ -33,7 +33,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %q %q %v", tc.in, n, a, err)
 		}
 	}
-	for _, bad := range []string{"", "x", "udp:1.2.3.4:5", "unix:", "tcp:nohostport", "/tmp/x.sock"} {
+	for _, bad := range []string{"", "x", "udp:1.2.3.4:5", "unix:", "tcp:nohostport", "/run/user/x.sock"} {
 		if _, _, err := socket.Parse(bad); !errors.Is(err, socket.ErrBadAddress) {
 			t.Errorf("Parse(%q) = %v", bad, err)
 		}
