@@ -22,6 +22,11 @@
 // So short requests cost no hand-off, slow ones run concurrently, and replies
 // go out in completion order (SPEC C1).
 //
+// Options.Admit, when set, sees every message in receive order before its
+// handler can start, and may refuse it with an error reply: a protocol
+// reserves resources there (ACP reserves a session's prompt, so a cancel
+// right behind it finds the reservation).
+//
 // When every slot is taken, reading pauses until one frees, so goroutines
 // and memory stay bounded however many requests arrive. With RejectWhenBusy
 // the excess is answered with BusyError at once instead (ACP, SPEC A4).
