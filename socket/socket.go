@@ -20,6 +20,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -54,9 +55,15 @@ func Listen(addr string) (net.Listener, error) {
 			if fi.Mode()&os.ModeSocket == 0 {
 				return nil, fmt.Errorf("socket: %s exists and is not a socket", address)
 			}
-			if c, err := net.Dial("unix", address); err == nil {
+			c, err := net.Dial("unix", address)
+			if err == nil {
 				c.Close()
 				return nil, fmt.Errorf("socket: %s is in use by a running server", address)
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				// Not provably stale (a full backlog, no permission):
+				// leave it alone.
+				return nil, fmt.Errorf("socket: %s exists and may be in use: %w", address, err)
 			}
 			os.Remove(address)
 		}

@@ -74,6 +74,10 @@ func runServe(args []string, stderr io.Writer) int {
 		Logger:                logger,
 	}
 
+	if era != nil && *era != "dual" && *era != "modern" && *era != "legacy" {
+		fmt.Fprintf(stderr, "agentwire serve mcp: bad --era %q (dual, modern or legacy)\n", *era)
+		return 2
+	}
 	if *listen != "" {
 		return serveListen(name, *listen, stderr, logger, base, maxBackground, era, legacySilent)
 	}

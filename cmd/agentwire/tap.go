@@ -50,25 +50,23 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer log.close()
 
 	cmd := exec.Command(argv[0], argv[1:]...)
-	childIn, err := cmd.StdinPipe()
-	if err != nil {
+	// Our own pipes, so that waiting for the server does not wait for a
+	// child it left behind holding its stdout or stderr.
+	inR, childIn, err1 := os.Pipe()
+	childOut, outW, err2 := os.Pipe()
+	childErr, errW, err3 := os.Pipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
 		fmt.Fprintln(stderr, "agentwire tap:", err)
 		return 2
 	}
-	childOut, err := cmd.StdoutPipe()
-	if err != nil {
-		fmt.Fprintln(stderr, "agentwire tap:", err)
-		return 2
-	}
-	childErr, err := cmd.StderrPipe()
-	if err != nil {
-		fmt.Fprintln(stderr, "agentwire tap:", err)
-		return 2
-	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(stderr, "agentwire tap:", err)
 		return 127
 	}
+	inR.Close()
+	outW.Close()
+	errW.Close()
 	log.event(map[string]any{"event": "start", "pid": cmd.Process.Pid, "argv": argv})
 
 	// Signals go to the server; its exit ends the tap.
@@ -86,11 +84,27 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		pipeThrough(stdin, childIn, "in", log)
 		childIn.Close() // stdin EOF propagates
 	}()
+	copied := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { pipeThrough(childOut, stdout, "out", log) })
 	wg.Go(func() { pipeThrough(childErr, stderrPassthrough{stderr, logOut}, "stderr", log) })
-	wg.Wait()
-	err = cmd.Wait()
+	go func() {
+		wg.Wait()
+		close(copied)
+	}()
+	err := cmd.Wait()
+	// What the server wrote before it exited is still in the pipes: let
+	// it through, but do not wait for a leftover child that holds them.
+	t := time.NewTimer(200 * time.Millisecond)
+	select {
+	case <-copied:
+	case <-t.C:
+		childOut.Close()
+		childErr.Close()
+		<-copied
+	}
+	t.Stop()
+	childIn.Close()
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -162,14 +176,14 @@ func pipeThrough(r io.Reader, w io.Writer, dir string, log *tapLog) {
 // tapLog writes log entries from one goroutine, so the data path never
 // waits for it beyond a bounded queue.
 type tapLog struct {
-	ch      chan []byte
-	done    chan struct{}
-	dropped int
-	mu      sync.Mutex
+	ch     chan []byte
+	done   chan struct{}
+	mu     sync.Mutex
+	closed bool
 }
 
 func newTapLog(w io.Writer) *tapLog {
-	l := &tapLog{ch: make(chan []byte, 4096), done: make(chan struct{})}
+	l := &tapLog{ch: make(chan []byte, 1<<14), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		for b := range l.ch {
@@ -185,14 +199,16 @@ func (l *tapLog) event(m map[string]any) {
 	l.send(append(b, '\n'))
 }
 
+// send queues an entry. Every line is logged: when the queue is full the
+// data path waits for the log (a local file keeps up; the queue absorbs
+// bursts). Entries sent after close (a copier still draining) are dropped.
 func (l *tapLog) send(b []byte) {
-	select {
-	case l.ch <- b:
-	default:
-		l.mu.Lock()
-		l.dropped++
-		l.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
 	}
+	l.ch <- b
 }
 
 // line logs one line: its direction, size, and what JSON-RPC says of it.
@@ -228,12 +244,8 @@ func (l *tapLog) line(dir string, line []byte, size int, truncated bool) {
 
 func (l *tapLog) close() {
 	l.mu.Lock()
-	dropped := l.dropped
-	l.mu.Unlock()
-	if dropped > 0 {
-		b, _ := json.Marshal(map[string]any{"event": "log_dropped", "entries": dropped})
-		l.ch <- append(b, '\n')
-	}
+	l.closed = true
 	close(l.ch)
+	l.mu.Unlock()
 	<-l.done
 }

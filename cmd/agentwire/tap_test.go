@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tap passes bytes through unchanged: a long random session (JSON-RPC
@@ -105,5 +106,22 @@ func TestTapPropagatesExitAndStderr(t *testing.T) {
 	if !strings.Contains(string(log), `"dir":"stderr"`) || !strings.Contains(string(log), `"text":"oops"`) ||
 		!strings.Contains(string(log), `"event":"exit","status":7`) {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// Regressions (found in review): tap waited for a child the server left
+// behind holding its stdout, and could panic logging after it had closed
+// its log; every line is logged, none dropped.
+func TestRegressionTapReturnsWhenTheServerExits(t *testing.T) {
+	cmd := exec.Command(binary, "tap", "--log", os.DevNull, "--", "sh", "-c", "sleep 30 & echo hi; exit 4")
+	stdin, _ := cmd.StdinPipe() // stays open
+	defer stdin.Close()
+	start := time.Now()
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 || string(out) != "hi\n" {
+		t.Fatalf("exit %v, output %q", err, out)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("tap returned %v after the server exited", d)
 	}
 }
