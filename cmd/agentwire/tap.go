@@ -173,25 +173,17 @@ func pipeThrough(r io.Reader, w io.Writer, dir string, log *tapLog) {
 	}
 }
 
-// tapLog writes log entries from one goroutine, so the data path never
-// waits for it beyond a bounded queue.
+// tapLog writes log entries as the copiers produce them, after the bytes
+// they describe have been passed on: the message is never held for its log
+// entry, and a per-line hand-off to a logging goroutine (a wake-up per
+// message) is avoided. A mutex keeps entries whole.
 type tapLog struct {
-	ch     chan []byte
-	done   chan struct{}
 	mu     sync.Mutex
+	w      io.Writer
 	closed bool
 }
 
-func newTapLog(w io.Writer) *tapLog {
-	l := &tapLog{ch: make(chan []byte, 1<<14), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		for b := range l.ch {
-			w.Write(b)
-		}
-	}()
-	return l
-}
+func newTapLog(w io.Writer) *tapLog { return &tapLog{w: w} }
 
 func (l *tapLog) event(m map[string]any) {
 	m["time"] = time.Now().UTC().Format(time.RFC3339Nano)
@@ -199,16 +191,14 @@ func (l *tapLog) event(m map[string]any) {
 	l.send(append(b, '\n'))
 }
 
-// send queues an entry. Every line is logged: when the queue is full the
-// data path waits for the log (a local file keeps up; the queue absorbs
-// bursts). Entries sent after close (a copier still draining) are dropped.
+// send writes one entry; entries after close (a copier still draining)
+// are dropped.
 func (l *tapLog) send(b []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return
+	if !l.closed {
+		l.w.Write(b)
 	}
-	l.ch <- b
 }
 
 // line logs one line: its direction, size, and what JSON-RPC says of it.
@@ -245,7 +235,5 @@ func (l *tapLog) line(dir string, line []byte, size int, truncated bool) {
 func (l *tapLog) close() {
 	l.mu.Lock()
 	l.closed = true
-	close(l.ch)
 	l.mu.Unlock()
-	<-l.done
 }

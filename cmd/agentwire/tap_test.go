@@ -125,3 +125,35 @@ func TestRegressionTapReturnsWhenTheServerExits(t *testing.T) {
 		t.Fatalf("tap returned %v after the server exited", d)
 	}
 }
+
+// BenchmarkTapRoundTrip measures what tap adds per round trip in front of
+// `serve echo` (go test -run XXX -bench Tap ./cmd/agentwire): compare the
+// direct and tapped ns/op of the same run.
+func BenchmarkTapRoundTrip(b *testing.B) {
+	for _, name := range []string{"direct", "tapped"} {
+		b.Run(name, func(b *testing.B) {
+			args := []string{"serve", "echo"}
+			if name == "tapped" {
+				args = append([]string{"tap", "--log", os.DevNull, "--", binary}, args...)
+			}
+			cmd := exec.Command(binary, args...)
+			in, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			r := bufio.NewReader(out)
+			line := []byte(`{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}` + "\n")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				in.Write(line)
+				if _, err := r.ReadSlice('\n'); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			in.Close()
+			cmd.Wait()
+		})
+	}
+}
