@@ -48,4 +48,10 @@
 // upgraded server is probed again. Silence, crashes and malformed answers
 // are never cached. Modern entries stay until forgotten, which happens when
 // a negotiation based on them fails.
+//
+// Session.Listen opens a subscriptions/listen stream (modern era only),
+// returns once the server acknowledges it, and passes every notification
+// carrying its subscription id to a callback. The server may end it with a
+// final result or with notifications/cancelled; both are accepted as its
+// end. A stream does not survive a restart of the server.
 package mcp

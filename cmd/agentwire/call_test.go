@@ -274,3 +274,18 @@ func freePort(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// stdio-only behaviours of serve mcp are refused with --listen rather than
+// silently ignored.
+func TestListenRejectsStdioOnlyFlags(t *testing.T) {
+	for _, flag := range []string{"--ignore-eof", "--ignore-sigterm", "--no-stdout-guard"} {
+		cmd := exec.Command(binary, "serve", "mcp", "--listen", "tcp:127.0.0.1:0", flag)
+		if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 2 {
+			t.Errorf("serve mcp --listen %s: %v", flag, err)
+		}
+	}
+	cmd := exec.Command(binary, "serve", "mcp", "--listen", "tcp:127.0.0.1:0", "--era", "bogus")
+	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 2 {
+		t.Errorf("serve mcp --listen --era bogus: %v", err)
+	}
+}

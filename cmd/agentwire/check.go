@@ -280,6 +280,8 @@ func (c *checker) checkUnknownMethod(sess *mcp.Session) {
 		c.add("unknown method", "warn", fmt.Sprintf("answered %d %q instead of -32601", je.Code, je.Message), rule)
 	case err == nil:
 		c.add("unknown method", "fail", "an unknown method succeeded", rule)
+	case errors.Is(err, context.DeadlineExceeded):
+		c.add("unknown method", "fail", "no answer within 5 s", rule)
 	default:
 		c.add("unknown method", "fail", err.Error(), rule)
 	}

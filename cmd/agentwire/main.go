@@ -1,8 +1,11 @@
 // Command agentwire is the command-line face of the agentwire runtime.
 //
-//	agentwire demo                 run the built-in demonstration
-//	agentwire serve echo [flags]   a JSON-RPC 2.0 test server on stdio
-//	agentwire call [flags] -- CMD  one request to a stdio server, then a clean shutdown
+//	agentwire demo [wire]              seed 001's experiments live (or a raw JSON-RPC session)
+//	agentwire serve echo|mcp|acp       a test JSON-RPC server, the example MCP server, the example
+//	                                   ACP agent: on stdio, or on a socket with --listen
+//	agentwire call [flags] -- CMD      one request (MCP era negotiated), then a clean shutdown
+//	agentwire check [flags] -- CMD     a fixed battery against a stdio MCP server
+//	agentwire tap [--log F] -- CMD     a transparent, logging stdio proxy
 //
 // Run `agentwire help` for the flags of each command.
 package main

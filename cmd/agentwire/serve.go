@@ -78,6 +78,10 @@ func runServe(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agentwire serve mcp: bad --era %q (dual, modern or legacy)\n", *era)
 		return 2
 	}
+	if *listen != "" && name == "mcp" && (*ignoreEOF || *ignoreTerm || *noGuard) {
+		fmt.Fprintln(stderr, "agentwire serve mcp: --ignore-eof, --ignore-sigterm and --no-stdout-guard are stdio behaviours; they do not combine with --listen")
+		return 2
+	}
 	if *listen != "" {
 		return serveListen(name, *listen, stderr, logger, base, maxBackground, era, legacySilent)
 	}
