@@ -462,6 +462,17 @@ type callOptions struct{ retry bool }
 // is retried once on the new server (SPEC K6).
 func Retryable() CallOption { return func(o *callOptions) { o.retry = true } }
 
+// IsRetryable reports whether opts include Retryable, for transports that
+// carry calls their own way (MCP over HTTP re-sends a read-only request
+// whose response stream broke).
+func IsRetryable(opts ...CallOption) bool {
+	var o callOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o.retry
+}
+
 // Call sends a request and waits for its response. The result is returned
 // raw; an error response is a *jsonrpc.Error. If ctx ends first, the
 // cancellation notification is sent without waiting, the id is forgotten and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -127,8 +128,10 @@ func (o *ClientOptions) resolve() ClientOptions {
 
 // Session is a negotiated MCP connection.
 type Session struct {
-	c    *client.Client
-	opts ClientOptions
+	c        *client.Client // nil over HTTP
+	t        transport
+	overHTTP bool
+	opts     ClientOptions
 
 	era          string // "modern" or "legacy"
 	version      string
@@ -138,6 +141,7 @@ type Session struct {
 	probe        ProbeOutcome
 	connectTime  time.Duration
 
+	connected atomic.Bool // set once connect succeeded: era and version are fixed
 	nextToken atomic.Int64
 	progress  sync.Map // progress token (raw JSON) -> ProgressFunc
 	subs      sync.Map // listen request id (raw JSON) -> *Subscription
@@ -161,7 +165,7 @@ func (e *ConnectError) Error() string { return e.Err.Error() }
 func (e *ConnectError) Unwrap() error { return e.Err }
 
 func (s *Session) connectFailed(err error) error {
-	return &ConnectError{Err: err, Probe: s.probe, Duration: s.connectTime, Shutdown: s.c.Close(), Client: s.c}
+	return &ConnectError{Err: err, Probe: s.probe, Duration: s.connectTime, Shutdown: s.t.close(), Client: s.c}
 }
 
 // StartServer launches a stdio MCP server and negotiates with it. A failed
@@ -176,7 +180,7 @@ func StartServer(ctx context.Context, cmd process.Command, opts *ClientOptions) 
 	if err != nil {
 		return nil, err
 	}
-	s.c = c
+	s.c, s.t = c, streamTransport{c}
 	if err := s.connect(ctx); err != nil {
 		return nil, s.connectFailed(err)
 	}
@@ -188,6 +192,7 @@ func StartServer(ctx context.Context, cmd process.Command, opts *ClientOptions) 
 func NewClient(ctx context.Context, r io.Reader, w io.Writer, opts *ClientOptions) (*Session, error) {
 	s := &Session{opts: opts.resolve()}
 	s.c = client.New(r, w, s.transportOptions())
+	s.t = streamTransport{s.c}
 	if err := s.connect(ctx); err != nil {
 		return nil, s.connectFailed(err)
 	}
@@ -200,6 +205,24 @@ func (s *Session) transportOptions() *client.Options {
 		o = *s.opts.Transport
 	}
 	o.Handler = rpc.HandlerFunc(s.handle)
+	// A restarted legacy server knows nothing of our initialize: do it
+	// again before anything else learns of the restart (SPEC K6).
+	user, logger := o.OnRestart, o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	o.OnRestart = func(restarts int, lost error) {
+		if s.connected.Load() && s.era == "legacy" {
+			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ConnectTimeout)
+			if err := s.reinitialize(ctx); err != nil {
+				logger.Warn("mcp: initialize on the restarted server failed", "error", err)
+			}
+			cancel()
+		}
+		if user != nil {
+			user(restarts, lost)
+		}
+	}
 	// The server's notifications/cancelled ends a listen stream (and we
 	// serve no server requests that it could cancel): let it through.
 	o.InboundCancel = []rpc.CancelMethod{}
@@ -208,25 +231,31 @@ func (s *Session) transportOptions() *client.Options {
 
 // handle serves what the server sends us: progress for our calls.
 func (s *Session) handle(_ context.Context, r *rpc.Request) (any, error) {
-	if r.Method == methodProgress {
+	if r.IsNotification() {
+		s.inbound(r.Method, r.Params)
+		return nil, nil
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", r.Method)
+}
+
+// inbound routes a notification from the server: progress to its call,
+// anything else to the subscription it names.
+func (s *Session) inbound(method string, params json.RawMessage) {
+	if method == methodProgress {
 		var p struct {
 			Token    json.RawMessage `json:"progressToken"`
 			Progress float64         `json:"progress"`
 			Total    float64         `json:"total"`
 			Message  string          `json:"message"`
 		}
-		if json.Unmarshal(r.Params, &p) == nil {
+		if json.Unmarshal(params, &p) == nil {
 			if f, ok := s.progress.Load(string(p.Token)); ok {
 				f.(ProgressFunc)(p.Progress, p.Total, p.Message)
 			}
 		}
-		return nil, nil
+		return
 	}
-	if r.IsNotification() {
-		s.routeSubscription(r.Method, r.Params)
-		return nil, nil
-	}
-	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", r.Method)
+	s.routeSubscription(method, params)
 }
 
 // Era is "modern" or "legacy".
@@ -247,11 +276,12 @@ func (s *Session) Probe() ProbeOutcome { return s.probe }
 // ConnectDuration is how long the negotiation took.
 func (s *Session) ConnectDuration() time.Duration { return s.connectTime }
 
-// Client is the underlying JSON-RPC client (stats, the server process).
+// Client is the underlying JSON-RPC client (stats, the server process);
+// nil for a session over HTTP.
 func (s *Session) Client() *client.Client { return s.c }
 
 // Close ends the session, shutting a started server down with the ladder.
-func (s *Session) Close() process.ShutdownResult { return s.c.Close() }
+func (s *Session) Close() process.ShutdownResult { return s.t.close() }
 
 // ----- negotiation (SPEC E2–E5) -----
 
@@ -269,6 +299,10 @@ func (s *Session) connect(ctx context.Context) error {
 	defer cancel()
 	err := s.negotiate(ctx)
 	s.connectTime = time.Since(start)
+	if err == nil {
+		s.t.negotiated(s.era, s.version)
+		s.connected.Store(true)
+	}
 	return err
 }
 
@@ -303,7 +337,7 @@ func (s *Session) legacyHandshake(ctx context.Context) error {
 	if err == nil || !errors.Is(err, client.ErrConnectionLost) {
 		return err
 	}
-	if rerr := s.c.Restart(ctx); rerr != nil {
+	if rerr := s.t.restart(ctx); rerr != nil {
 		return fmt.Errorf("%w (restarting the server: %v)", err, rerr)
 	}
 	return s.initialize(ctx)
@@ -326,11 +360,20 @@ func (s *Session) probeAndDecide(ctx context.Context) error {
 	for {
 		outcome, res, perr := s.discover(ctx, version)
 		s.probe = outcome
+		if perr.fatal {
+			return fmt.Errorf("mcp: connect: server/discover: %w", perr.err)
+		}
 		switch outcome {
 		case ProbeResult:
 			return s.modernFromDiscover(ctx, res)
 		case ProbeModernError:
 			next := mutualModern(perr.supported)
+			if next == "" && s.opts.Mode != Modern && slices.ContainsFunc(perr.supported, func(v string) bool { return slices.Contains(LegacyVersions, v) }) {
+				// It speaks only legacy versions, and says so.
+				s.probe = ProbeError
+				s.put(EraEntry{Era: "legacy"})
+				return s.legacyHandshake(ctx)
+			}
 			if next == "" {
 				s.forget()
 				return fmt.Errorf("%w: the server supports %v", ErrNoCommonVersion, perr.supported)
@@ -354,7 +397,7 @@ func (s *Session) probeAndDecide(ctx context.Context) error {
 				s.put(EraEntry{Era: "legacy"}) // a definitive rejection (SPEC E4)
 			}
 		case ProbeExit:
-			if err := s.c.Restart(ctx); err != nil {
+			if err := s.t.restart(ctx); err != nil {
 				return fmt.Errorf("mcp: the server exited on the probe and could not be restarted: %w", err)
 			}
 		}
@@ -366,21 +409,31 @@ type probeError struct {
 	err        error
 	supported  []string
 	definitive bool // an error reply to the probe
+	fatal      bool // an error that ends the connect: no fallback
 }
 
 // discover sends one probe and classifies what came back.
 func (s *Session) discover(ctx context.Context, version string) (ProbeOutcome, json.RawMessage, probeError) {
 	timeout := s.opts.ProbeTimeout
-	if s.c.Fresh() {
+	if s.t.fresh() {
 		timeout += s.opts.ProcessStartupAllowance
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := s.c.Call(pctx, methodDiscover, map[string]any{"_meta": s.meta(version)})
+	res, err := s.t.call(pctx, methodDiscover, map[string]any{"_meta": s.meta(version)}, nil)
 	var je *jsonrpc.Error
+	var hse *HTTPStatusError
 	switch {
 	case err == nil:
 		return ProbeResult, res, probeError{}
+	case errors.As(err, &hse) && hse.StatusCode != 400 && hse.StatusCode != 404 && hse.StatusCode != 405:
+		// 401, 403, 5xx...: the server (or something before it) refused
+		// us; that says nothing about its era (research §3.1).
+		return ProbeError, nil, probeError{err: err, fatal: true}
+	case hse != nil && hse.RPC == nil:
+		// 400/404/405 with no JSON-RPC error: not a modern server (one
+		// would explain itself), so try initialize.
+		return ProbeError, nil, probeError{err: err}
 	case errors.As(err, &je) && je.Code == CodeUnsupportedProtocolVersion:
 		var data struct {
 			Supported []string `json:"supported"`
@@ -390,11 +443,21 @@ func (s *Session) discover(ctx context.Context, version string) (ProbeOutcome, j
 		}
 		// -32022 without a usable list is no modern evidence.
 		return ProbeError, nil, probeError{err: err}
+	case errors.As(err, &je) && (je.Code == CodeHeaderMismatch || je.Code == CodeMissingRequiredClientCapability):
+		// A modern server refusing this request: no reason to fall back.
+		return ProbeModernError, nil, probeError{err: err, fatal: true}
 	case errors.As(err, &je):
 		return ProbeError, nil, probeError{err: err, definitive: true}
 	case errors.Is(err, client.ErrConnectionLost):
 		return ProbeExit, nil, probeError{err: err}
+	case errors.Is(err, ErrHTTPTransport):
+		return ProbeError, nil, probeError{err: err, fatal: true}
 	case pctx.Err() != nil && ctx.Err() == nil:
+		if s.overHTTP {
+			// Silence over HTTP is a network or server fault, not a
+			// legacy server (which would answer the POST somehow).
+			return ProbeTimeout, nil, probeError{err: fmt.Errorf("no answer to server/discover within %v", timeout), fatal: true}
+		}
 		return ProbeTimeout, nil, probeError{err: err}
 	}
 	return ProbeError, nil, probeError{err: err}
@@ -467,11 +530,11 @@ type initializeResult struct {
 
 // initialize is the legacy handshake.
 func (s *Session) initialize(ctx context.Context) error {
-	res, err := s.c.Call(ctx, methodInitialize, map[string]any{
+	res, err := s.t.call(ctx, methodInitialize, map[string]any{
 		"protocolVersion": LatestLegacyVersion,
 		"capabilities":    s.opts.Capabilities,
 		"clientInfo":      s.opts.Info,
-	})
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("mcp: initialize: %w", err)
 	}
@@ -484,10 +547,24 @@ func (s *Session) initialize(ctx context.Context) error {
 	}
 	s.era, s.version = "legacy", r.ProtocolVersion
 	s.serverInfo, s.capabilities, s.instructions = r.ServerInfo, r.Capabilities, r.Instructions
-	if err := s.c.Notify(ctx, methodInitialized, nil); err != nil {
+	s.t.negotiated("legacy", r.ProtocolVersion)
+	if err := s.t.notify(ctx, methodInitialized, nil); err != nil {
 		return fmt.Errorf("mcp: notifications/initialized: %w", err)
 	}
 	return nil
+}
+
+// reinitialize repeats the handshake on a restarted server without
+// touching what the session learned the first time.
+func (s *Session) reinitialize(ctx context.Context) error {
+	if _, err := s.t.call(ctx, methodInitialize, map[string]any{
+		"protocolVersion": s.version,
+		"capabilities":    s.opts.Capabilities,
+		"clientInfo":      s.opts.Info,
+	}, nil); err != nil {
+		return err
+	}
+	return s.t.notify(ctx, methodInitialized, nil)
 }
 
 // ----- requests -----
@@ -501,7 +578,7 @@ func (s *Session) Request(ctx context.Context, method string, params any, opts .
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.c.Call(ctx, method, p, opts...)
+	res, err := s.t.call(ctx, method, p, nil, opts...)
 	if err != nil {
 		s.forgetOn(err)
 		return nil, err
@@ -623,7 +700,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 	if co.retryable {
 		copts = append(copts, client.Retryable())
 	}
-	res, err := s.c.Call(ctx, methodToolsCall, p, copts...)
+	res, err := s.t.call(ctx, methodToolsCall, p, nil, copts...)
 	if err != nil {
 		s.forgetOn(err)
 		return nil, err

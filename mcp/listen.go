@@ -38,6 +38,7 @@ type Subscription struct {
 	honored  ListenFilter
 	acked    bool
 	byServer bool
+	relayAck bool // the acknowledgment goes to notify too (the bridge relays it)
 	err      error
 }
 
@@ -86,7 +87,7 @@ func (s *Session) Listen(ctx context.Context, filter ListenFilter, onNotify func
 		return nil, err
 	}
 	go func() {
-		_, err := s.c.CallWithID(lctx, methodListen, params, func(id jsonrpc.ID) {
+		_, err := s.t.call(lctx, methodListen, params, func(id jsonrpc.ID) {
 			sub.id = string(id)
 			s.subs.Store(sub.id, sub)
 		})
@@ -157,6 +158,9 @@ func (s *Session) routeSubscription(method string, params json.RawMessage) bool 
 			close(sub.ack)
 		}
 		sub.mu.Unlock()
+		if sub.relayAck {
+			sub.notify(method, params)
+		}
 		return true
 	}
 	if sub.notify != nil {

@@ -64,6 +64,7 @@ type ToolHandler func(ctx context.Context, req *ToolRequest) (*ToolResult, error
 type registeredTool struct {
 	tool    Tool
 	handler ToolHandler
+	headers map[string]string // argument -> Mcp-Param- header name (x-mcp-header)
 }
 
 // Server is an MCP server: its tools and how it speaks both eras. One
@@ -101,7 +102,7 @@ func (s *Server) AddTool(t Tool, h ToolHandler) {
 	if _, ok := s.tools[t.Name]; !ok {
 		s.order = append(s.order, t.Name)
 	}
-	s.tools[t.Name] = &registeredTool{tool: t, handler: h}
+	s.tools[t.Name] = &registeredTool{tool: t, handler: h, headers: schemaHeaders(t.InputSchema)}
 	s.notifyChangedLocked()
 	s.mu.Unlock()
 }
@@ -164,6 +165,47 @@ func (s *Server) ConnOptions(base *rpc.Options) *rpc.Options {
 	return &o
 }
 
+// exchangeHandler serves one Streamable HTTP request (see HTTPHandler):
+// legacy requests as if initialize had happened at their header's
+// version, with no list-change watcher (there is no stream to send on).
+func (s *Server) exchangeHandler(modern bool, legacyVersion string) rpc.Handler {
+	return &session{srv: s, forceModern: modern, legacyVersion: legacyVersion, initialized: true, watching: true}
+}
+
+func (s *Server) exchangeOptions(base *rpc.Options) *rpc.Options { return s.ConnOptions(base) }
+
+func (s *Server) era() Era { return s.opts.Era }
+
+func (s *Server) headerParams(tool string) map[string]string {
+	if t := s.tool(tool); t != nil {
+		return t.headers
+	}
+	return nil
+}
+
+// schemaHeaders reads the x-mcp-header annotations of a tool's top-level
+// properties ("statically reachable via properties only").
+func schemaHeaders(schema json.RawMessage) map[string]string {
+	var sc struct {
+		Properties map[string]struct {
+			Header string `json:"x-mcp-header"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(schema, &sc) != nil {
+		return nil
+	}
+	var out map[string]string
+	for name, p := range sc.Properties {
+		if p.Header != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = p.Header
+		}
+	}
+	return out
+}
+
 // Handler returns a handler for one connection.
 func (s *Server) Handler() rpc.Handler { return &session{srv: s} }
 
@@ -209,6 +251,9 @@ func (s *Server) tool(name string) *registeredTool {
 // probe and then fall back to initialize on the same pipe (SPEC E1).
 type session struct {
 	srv *Server
+	// forceModern: the HTTP request's header said modern, so a request
+	// without _meta is malformed rather than legacy.
+	forceModern bool
 
 	mu            sync.Mutex
 	initialized   bool
@@ -231,7 +276,7 @@ func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 		ss.notification(req)
 		return nil, nil
 	}
-	if p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Era != LegacyOnly {
+	if ss.forceModern || (p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Era != LegacyOnly) {
 		return ss.modern(ctx, req, p.Meta)
 	}
 	return ss.legacy(ctx, req)
@@ -249,8 +294,11 @@ func (ss *session) notification(req *rpc.Request) {
 
 // ----- modern (2026-07-28) -----
 
-// modernMeta checks the required per-request fields (SPEC E1).
-func (ss *session) modernMeta(m *requestMeta) (version string, err error) {
+// checkModernMeta checks the required per-request fields (SPEC E1).
+func checkModernMeta(m *requestMeta) (version string, err error) {
+	if m == nil {
+		return "", invalidParams("invalid params: _meta with %q and %q is required", MetaProtocolVersion, MetaClientCapabilities)
+	}
 	if err := json.Unmarshal(m.ProtocolVersion, &version); err != nil || string(m.ProtocolVersion) == "null" {
 		return "", invalidParams("invalid params: _meta[%q] must be a string", MetaProtocolVersion)
 	}
@@ -268,7 +316,7 @@ func (ss *session) modernMeta(m *requestMeta) (version string, err error) {
 }
 
 func (ss *session) modern(ctx context.Context, req *rpc.Request, m *requestMeta) (any, error) {
-	version, err := ss.modernMeta(m)
+	version, err := checkModernMeta(m)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,371 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// Bridge serves one stdio MCP server, reached through a Session, to any
+// number of Streamable HTTP clients of either era (seed 001: "stdio when
+// the app starts the server; Streamable HTTP when it is shared"). All HTTP
+// clients share the one server process; a session started with a restart
+// policy replaces it when it crashes, and read-only requests in flight are
+// retried on the new one.
+//
+// Requests are forwarded as they are when both sides speak the same era,
+// and translated when they do not: a legacy HTTP client's initialize is
+// answered by the bridge from what the server said, and its requests reach
+// a modern server with per-request _meta added; a modern HTTP client's
+// server/discover is answered by the bridge for a legacy server, and its
+// requests reach it without the modern _meta keys, the results gaining
+// resultType and serverInfo. Progress tokens and listen subscription ids
+// are renamed on the way, so that clients that choose the same ones never
+// see each other's notifications.
+type Bridge struct {
+	sess   *Session
+	tokens atomic.Int64
+}
+
+// NewBridge returns a bridge to the server behind sess.
+func NewBridge(sess *Session) *Bridge { return &Bridge{sess: sess} }
+
+// HTTPHandler returns the bridge's Streamable HTTP endpoint.
+func (b *Bridge) HTTPHandler(opts *HTTPOptions) *HTTPHandler { return newHTTPHandler(b, opts) }
+
+func (b *Bridge) era() Era                              { return Dual }
+func (b *Bridge) headerParams(string) map[string]string { return nil }
+
+func (b *Bridge) exchangeOptions(base *rpc.Options) *rpc.Options {
+	var o rpc.Options
+	if base != nil {
+		o = *base
+	}
+	o.RejectBatches = true
+	o.Cancel = []rpc.CancelMethod{rpc.MCPCancel}
+	return &o
+}
+
+func (b *Bridge) exchangeHandler(modern bool, legacyVersion string) rpc.Handler {
+	return rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
+		if req.IsNotification() {
+			return nil, nil
+		}
+		if modern {
+			return b.modern(ctx, req)
+		}
+		return b.legacy(ctx, req, legacyVersion)
+	})
+}
+
+// readOnly methods are retried on a restarted server (SPEC K6).
+var readOnly = []string{methodDiscover, methodToolsList, "prompts/list", "prompts/get", "resources/list",
+	"resources/templates/list", "resources/read", "completion/complete", methodPing}
+
+// removedInModern are the legacy methods a modern request may not use.
+var removedInModern = []string{methodInitialize, methodPing, "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+
+func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
+	params, meta, err := splitParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	var m requestMeta
+	if meta != nil {
+		raw, _ := json.Marshal(meta)
+		json.Unmarshal(raw, &m)
+	}
+	mp := &m
+	if meta == nil {
+		mp = nil
+	}
+	if _, err := checkModernMeta(mp); err != nil {
+		return nil, err
+	}
+	if slices.Contains(removedInModern, req.Method) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (not available in protocol version %s)", req.Method, LatestVersion)
+	}
+	if b.sess.Era() == "modern" {
+		if req.Method == methodListen {
+			return b.listen(ctx, req, params, meta)
+		}
+		return b.forward(ctx, req, params, meta)
+	}
+	// A legacy server behind a modern client.
+	s := b.sess
+	switch req.Method {
+	case methodDiscover:
+		r := map[string]any{
+			"supportedVersions": supportedFor(Dual),
+			"capabilities":      rawOr(s.Capabilities(), "{}"),
+			"ttlMs":             0,
+			"cacheScope":        cacheScopePublic,
+			"resultType":        resultTypeComplete,
+			"_meta":             map[string]any{MetaServerInfo: s.ServerInfo()},
+		}
+		if s.instructions != "" {
+			r["instructions"] = s.instructions
+		}
+		return r, nil
+	case methodListen:
+		// A legacy server has no listen: acknowledge nothing honored, and
+		// hold the stream until the client or the bridge ends it.
+		sub := map[string]any{MetaSubscriptionID: req.ID}
+		if err := req.Notify(methodAcknowledged, map[string]any{"_meta": sub, "notifications": map[string]any{}}); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-req.Conn().InputDone():
+			return map[string]any{"resultType": resultTypeComplete, "_meta": sub}, nil
+		}
+	}
+	for k := range meta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			delete(meta, k)
+		}
+	}
+	res, err := b.forward(ctx, req, params, meta)
+	if err != nil {
+		return nil, err
+	}
+	return withModernResult(res, s.ServerInfo())
+}
+
+func (b *Bridge) legacy(ctx context.Context, req *rpc.Request, version string) (any, error) {
+	s := b.sess
+	switch req.Method {
+	case methodInitialize:
+		var p initializeParams
+		if err := req.UnmarshalParams(&p); err != nil || p.ProtocolVersion == "" {
+			return nil, invalidParams("invalid params: initialize needs protocolVersion, capabilities and clientInfo")
+		}
+		v := LatestLegacyVersion
+		if slices.Contains(LegacyVersions, p.ProtocolVersion) {
+			v = p.ProtocolVersion
+		}
+		r := map[string]any{"protocolVersion": v, "capabilities": rawOr(s.Capabilities(), "{}"), "serverInfo": s.ServerInfo()}
+		if s.instructions != "" {
+			r["instructions"] = s.instructions
+		}
+		return r, nil
+	case methodPing:
+		return map[string]any{}, nil
+	case methodListen, methodDiscover:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (not available in protocol version %s)", req.Method, version)
+	}
+	params, meta, err := splitParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	if s.Era() == "legacy" {
+		return b.forward(ctx, req, params, meta)
+	}
+	// A legacy client before a modern server: the bridge supplies the
+	// per-request metadata the client cannot.
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	for k, v := range s.meta(s.ProtocolVersion()) {
+		raw, _ := json.Marshal(v)
+		meta[k] = raw
+	}
+	res, err := b.forward(ctx, req, params, meta)
+	if err != nil {
+		return nil, err
+	}
+	return withoutModernResult(res)
+}
+
+// forward sends the request to the server with a private progress token,
+// relaying progress to this request's client under its own token.
+func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map[string]json.RawMessage) (any, error) {
+	if tok, ok := meta[MetaProgressToken]; ok && string(tok) != "null" {
+		mine := json.RawMessage(strconv.Quote("bridge-" + strconv.FormatInt(b.tokens.Add(1), 10)))
+		meta[MetaProgressToken] = mine
+		b.sess.progress.Store(string(mine), ProgressFunc(func(progress, total float64, message string) {
+			p := map[string]any{"progressToken": tok, "progress": progress}
+			if total > 0 {
+				p["total"] = total
+			}
+			if message != "" {
+				p["message"] = message
+			}
+			req.Notify(methodProgress, p)
+		}))
+		defer b.sess.progress.Delete(string(mine))
+	}
+	out := joinParams(params, meta)
+	var opts []client.CallOption
+	if slices.Contains(readOnly, req.Method) {
+		opts = append(opts, client.Retryable())
+	}
+	res, err := b.sess.t.call(ctx, req.Method, out, nil, opts...)
+	return b.result(res, err)
+}
+
+// result passes the server's answer on: its JSON-RPC errors as they are,
+// the loss of the server as an internal error that says so.
+func (b *Bridge) result(res json.RawMessage, err error) (any, error) {
+	if err == nil {
+		return res, nil
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return nil, je
+	}
+	if errors.Is(err, client.ErrConnectionLost) {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the MCP server behind the bridge was lost: "+err.Error(), nil)
+	}
+	return nil, err
+}
+
+// listen opens a subscription on the server for this client and relays
+// its notifications with the client's subscription id.
+func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params, meta map[string]json.RawMessage) (any, error) {
+	s := b.sess
+	rename := func(raw json.RawMessage) json.RawMessage {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return raw
+		}
+		var m map[string]json.RawMessage
+		json.Unmarshal(obj["_meta"], &m)
+		if m == nil {
+			m = map[string]json.RawMessage{}
+		}
+		m[MetaSubscriptionID] = json.RawMessage(req.ID)
+		obj["_meta"], _ = json.Marshal(m)
+		out, _ := json.Marshal(obj)
+		return out
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The acknowledgment is relayed too, in order, on the reading goroutine.
+	sub := &Subscription{ack: make(chan struct{}), done: make(chan struct{}), cancel: cancel, relayAck: true}
+	sub.notify = func(method string, p json.RawMessage) { req.Notify(method, rename(p)) }
+	var childID string
+	// The relay ends when the bridge shuts down this exchange (input
+	// ends): cancel the server's stream, and answer the client's.
+	go func() {
+		select {
+		case <-req.Conn().InputDone():
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	res, err := s.t.call(lctx, methodListen, joinParams(params, meta), func(id jsonrpc.ID) {
+		childID = string(id)
+		s.subs.Store(childID, sub)
+	})
+	s.subs.Delete(childID)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil && lctx.Err() == nil {
+		return b.result(nil, err)
+	}
+	if err != nil {
+		// Ended by the bridge's shutdown: the graceful final result.
+		return map[string]any{"resultType": resultTypeComplete, "_meta": map[string]any{MetaSubscriptionID: req.ID}}, nil
+	}
+	return rename(res), nil
+}
+
+// splitParams returns params without _meta, and _meta.
+func splitParams(raw json.RawMessage) (params, meta map[string]json.RawMessage, err error) {
+	params = map[string]json.RawMessage{}
+	if len(raw) > 0 {
+		if raw[0] != '{' {
+			return nil, nil, invalidParams("invalid params: params must be an object")
+		}
+		if err := json.Unmarshal(raw, &params); err != nil {
+			return nil, nil, invalidParams("invalid params: %v", err)
+		}
+	}
+	if m, ok := params["_meta"]; ok {
+		delete(params, "_meta")
+		if string(m) != "null" {
+			if err := json.Unmarshal(m, &meta); err != nil {
+				return nil, nil, invalidParams("invalid params: _meta must be an object")
+			}
+		}
+	}
+	return params, meta, nil
+}
+
+func joinParams(params, meta map[string]json.RawMessage) json.RawMessage {
+	if len(meta) > 0 {
+		params["_meta"], _ = json.Marshal(meta)
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	out, _ := json.Marshal(params)
+	return out
+}
+
+func rawOr(raw json.RawMessage, def string) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage(def)
+	}
+	return raw
+}
+
+// withModernResult adds what a 2026-07-28 result carries to a legacy
+// server's result.
+func withModernResult(res any, info Implementation) (any, error) {
+	raw, ok := res.(json.RawMessage)
+	if !ok {
+		return res, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("mcp: the server's result is not an object: %w", err)
+	}
+	if _, ok := obj["resultType"]; !ok {
+		obj["resultType"] = json.RawMessage(`"complete"`)
+	}
+	var m map[string]json.RawMessage
+	json.Unmarshal(obj["_meta"], &m)
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	m[MetaServerInfo], _ = json.Marshal(info)
+	obj["_meta"], _ = json.Marshal(m)
+	return obj, nil
+}
+
+// withoutModernResult removes the modern-only members a legacy client
+// does not know.
+func withoutModernResult(res any) (any, error) {
+	raw, ok := res.(json.RawMessage)
+	if !ok {
+		return res, nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return raw, nil
+	}
+	delete(obj, "resultType")
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj["_meta"], &m) == nil && m != nil {
+		delete(m, MetaServerInfo)
+		if len(m) == 0 {
+			delete(obj, "_meta")
+		} else {
+			obj["_meta"], _ = json.Marshal(m)
+		}
+	}
+	return obj, nil
+}

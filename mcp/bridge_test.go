@@ -1,0 +1,178 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/internal/wiretest"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// startBridge puts a bridge over HTTP in front of an in-memory server of
+// the given era.
+func startBridge(t *testing.T, era mcp.Era) (string, *mcp.Session) {
+	t.Helper()
+	child, _, err := connectTo(t, &mcp.ServerOptions{Era: era}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mcp.NewBridge(child).HTTPHandler(nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		h.Shutdown(context.Background())
+		srv.Close()
+	})
+	return srv.URL, child
+}
+
+// T2, issue "bridge": every combination of HTTP client era and stdio
+// server era lists and calls tools through the bridge, progress included.
+func TestBridgeEras(t *testing.T) {
+	for _, server := range []mcp.Era{mcp.Dual, mcp.LegacyOnly} {
+		for _, mode := range []mcp.Mode{mcp.Modern, mcp.Legacy} {
+			t.Run(fmt.Sprintf("server %s, client %s", server, mode), func(t *testing.T) {
+				url, _ := startBridge(t, server)
+				sess, err := mcp.ConnectHTTP(t.Context(), url, &mcp.ClientOptions{Mode: mode}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sess.Close()
+				if sess.ServerInfo().Name != "test-server" {
+					t.Errorf("server info %+v", sess.ServerInfo())
+				}
+				tools, err := sess.ListTools(t.Context())
+				if err != nil || len(tools) != 3 {
+					t.Fatalf("tools %v %v", tools, err)
+				}
+				var mu sync.Mutex
+				var seen []float64
+				res, err := sess.CallTool(t.Context(), "slow", map[string]any{"steps": 2}, mcp.WithProgress(func(p, _ float64, _ string) {
+					mu.Lock()
+					seen = append(seen, p)
+					mu.Unlock()
+				}))
+				if err != nil || res.Content[0].Text != "done" {
+					t.Fatalf("%+v %v", res, err)
+				}
+				mu.Lock()
+				if len(seen) != 2 {
+					t.Errorf("progress %v", seen)
+				}
+				mu.Unlock()
+				raw, err := sess.Request(t.Context(), "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hasResultType := strings.Contains(string(raw), `"resultType"`)
+				if hasResultType != (mode == mcp.Modern) {
+					t.Errorf("%s client got %s", mode, raw)
+				}
+			})
+		}
+	}
+}
+
+// Two clients that pick the same progress token each get only their own
+// progress: the bridge renames tokens on the way to the shared server.
+func TestBridgeProgressTokensDoNotCross(t *testing.T) {
+	url, _ := startBridge(t, mcp.Dual)
+	var wg sync.WaitGroup
+	counts := make([]int, 4)
+	for i := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sess, err := mcp.ConnectHTTP(t.Context(), url, nil, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer sess.Close()
+			var mu sync.Mutex
+			if _, err := sess.CallTool(t.Context(), "slow", map[string]any{"steps": 5}, mcp.WithProgress(func(float64, float64, string) {
+				mu.Lock()
+				counts[i]++
+				mu.Unlock()
+			})); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, n := range counts {
+		if n != 5 {
+			t.Errorf("client %d saw %d progress notifications, want 5", i, n)
+		}
+	}
+}
+
+// A listen stream through the bridge carries the server's change
+// notifications under the client's own subscription id.
+func TestBridgeListen(t *testing.T) {
+	s := newServer(nil)
+	url, _ := startBridgeTo(t, s)
+	sess, err := mcp.ConnectHTTP(t.Context(), url, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	got := make(chan json.RawMessage, 4)
+	sub, err := sess.Listen(t.Context(), mcp.ListenFilter{ToolsListChanged: true}, func(_ string, p json.RawMessage) { got <- p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sub.Honored().ToolsListChanged {
+		t.Errorf("honored %+v", sub.Honored())
+	}
+	s.RemoveTool("fails")
+	select {
+	case p := <-got:
+		if !strings.Contains(string(p), "subscriptionId") {
+			t.Errorf("notification %s", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change notification through the bridge")
+	}
+	sub.Close()
+}
+
+// startBridgeTo bridges to a given dual-era server in memory.
+func startBridgeTo(t *testing.T, s *mcp.Server) (string, *mcp.Session) {
+	t.Helper()
+	child, err := connectServer(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mcp.NewBridge(child).HTTPHandler(nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		h.Shutdown(context.Background())
+		srv.Close()
+	})
+	return srv.URL, child
+}
+
+// connectServer connects a client to s in memory.
+func connectServer(t *testing.T, s *mcp.Server) (*mcp.Session, error) {
+	t.Helper()
+	c2sR, c2sW := io.Pipe()
+	s2cR, s2cW := io.Pipe()
+	srv := rpc.New(c2sR, s2cW, s.Handler(), s.ConnOptions(&rpc.Options{Logger: wiretest.Quiet}))
+	sess, err := mcp.NewClient(context.Background(), s2cR, c2sW, &mcp.ClientOptions{Transport: &client.Options{Logger: wiretest.Quiet}})
+	t.Cleanup(func() {
+		if sess != nil {
+			sess.Close()
+		}
+		srv.Close()
+	})
+	return sess, err
+}
