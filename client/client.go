@@ -76,7 +76,13 @@ type Options struct {
 	// one. Anything tied to the old process (a subscription stream, say)
 	// must be set up again.
 	OnRestart func(restarts int, lost error)
+	// Handshake, when set, runs on every restarted server before any call
+	// can reach it (an MCP legacy initialize, say), within 30 s. If it
+	// fails, the restart counts as failed.
+	Handshake func(ctx context.Context, conn *rpc.Conn) error
 }
+
+const handshakeTimeout = 30 * time.Second
 
 // ConnectionLostError is the error of a call whose connection ended. When
 // the server was a process it carries the exit status and stderr tail
@@ -358,6 +364,17 @@ func (c *Client) restart(lost error) (*generation, error) {
 		c.log.Error("client: restarting the server failed", "error", err)
 		return nil, fmt.Errorf("client: restarting the server: %w", err)
 	}
+	if c.opts.Handshake != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		err := c.opts.Handshake(ctx, g.conn)
+		cancel()
+		if err != nil {
+			c.log.Error("client: the handshake with the restarted server failed", "error", err)
+			g.conn.Close()
+			g.proc.Shutdown()
+			return nil, fmt.Errorf("client: handshake with the restarted server: %w", err)
+		}
+	}
 	return g, nil
 }
 
@@ -385,6 +402,28 @@ func (c *Client) current() (*generation, error) {
 		return nil, c.failed
 	}
 	return c.cur, nil
+}
+
+// live returns the generation to send a new message on. A server that is
+// already known to be dead is skipped: the message waits for the restart
+// and goes to the new process, since it was never sent to the old one.
+func (c *Client) live(ctx context.Context) (*generation, error) {
+	for {
+		g, err := c.current()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-g.conn.Done():
+		default:
+			return g, nil
+		}
+		select {
+		case <-g.next:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
 }
 
 // ErrNotRestartable is returned by Restart for a client made with New.
@@ -483,7 +522,7 @@ func (c *Client) Call(ctx context.Context, method string, params any, opts ...Ca
 	for _, o := range opts {
 		o(&co)
 	}
-	g, err := c.current()
+	g, err := c.live(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -519,7 +558,7 @@ func (c *Client) callOn(ctx context.Context, g *generation, method string, param
 // CallWithID is Call (without retries) that first tells onID the request's
 // id; see rpc.Conn.CallWithID.
 func (c *Client) CallWithID(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
-	g, err := c.current()
+	g, err := c.live(ctx)
 	if err != nil {
 		return nil, err
 	}

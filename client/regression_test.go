@@ -15,6 +15,7 @@ import (
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/internal/testserver"
 	"github.com/agentwire/agentwire/process"
+	"github.com/agentwire/agentwire/rpc"
 )
 
 func sh(t *testing.T, script string, opts *client.Options) *client.Client {
@@ -135,5 +136,33 @@ func TestRegressionServerClosingStdoutFailsPromptly(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "closing stdout, staying alive") {
 		t.Errorf("error lacks the stderr tail: %v", err)
+	}
+}
+
+// Bug: a call made after the server had died, while its restart was
+// pending, failed with ErrConnectionLost although it had never been sent
+// (seen through the HTTP bridge: the request after a crash failed). It now
+// waits for the new server; the restart's Handshake runs first.
+func TestRegressionCallDuringRestartWaitsForNewServer(t *testing.T) {
+	var handshakes atomic.Int64
+	c := startClient(t, "crash", &client.Options{
+		Restart: &client.RestartPolicy{Backoff: 200 * time.Millisecond},
+		Handshake: func(ctx context.Context, conn *rpc.Conn) error {
+			_, err := conn.Call(ctx, "echo", []string{"handshake"})
+			if err == nil {
+				handshakes.Add(1)
+			}
+			return err
+		},
+	})
+	if _, err := c.Call(context.Background(), "crash", nil); !errors.Is(err, client.ErrConnectionLost) {
+		t.Fatalf("err = %v", err)
+	}
+	res, err := c.Call(context.Background(), "echo", []int{1})
+	if err != nil || string(res) != "[1]" {
+		t.Fatalf("call during the restart: %s %v", res, err)
+	}
+	if handshakes.Load() != 1 || c.Stats().Restarts != 1 {
+		t.Errorf("handshakes %d, restarts %d", handshakes.Load(), c.Stats().Restarts)
 	}
 }

@@ -1,19 +1,25 @@
 // Drives a stdio MCP server with an official TypeScript SDK client and
 // prints one JSON summary line. Used by agentwire's interoperability tests.
 //
-//   node client.mjs v1|v2 [legacy|auto] -- CMD ARGS...
+//   node client.mjs v1|v2 [legacy|auto] [listen] -- CMD ARGS...
+//   node client.mjs v1|v2 [legacy|auto] [listen] -- http://HOST:PORT/mcp
 //
-// Steps: connect, tools/list, tools/call echo, a slow_report call with
-// progress, a slow_report call aborted after 300 ms, tools/list again.
-const [sdk, negotiate = "legacy"] = process.argv.slice(2, process.argv.indexOf("--"));
+// Steps: connect (stdio, or Streamable HTTP when given a URL), tools/list,
+// tools/call echo, a slow_report call with progress, a slow_report call
+// aborted after 300 ms, tools/list again; with "listen" (v2, modern era) a
+// subscriptions/listen stream that must announce a tool-list change made
+// by calling test_trigger_tool_change.
+const [sdk, negotiate = "legacy", extra] = process.argv.slice(2, process.argv.indexOf("--"));
 const [command, ...args] = process.argv.slice(process.argv.indexOf("--") + 1);
+const overHTTP = /^https?:/.test(command);
 
-let Client, StdioClientTransport;
+let Client, StdioClientTransport, StreamableHTTPClientTransport;
 if (sdk === "v1") {
   ({ Client } = await import("@modelcontextprotocol/sdk/client/index.js"));
   ({ StdioClientTransport } = await import("@modelcontextprotocol/sdk/client/stdio.js"));
+  ({ StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js"));
 } else {
-  ({ Client } = await import("@modelcontextprotocol/client"));
+  ({ Client, StreamableHTTPClientTransport } = await import("@modelcontextprotocol/client"));
   ({ StdioClientTransport } = await import("@modelcontextprotocol/client/stdio"));
 }
 
@@ -21,7 +27,9 @@ const options = sdk === "v2" ? { versionNegotiation: { mode: negotiate, probe: {
 const client = new Client({ name: `peer-ts-client-${sdk}`, version: "1.0.0" }, options);
 const summary = { sdk };
 try {
-  await client.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
+  await client.connect(overHTTP
+    ? new StreamableHTTPClientTransport(new URL(command))
+    : new StdioClientTransport({ command, args, stderr: "ignore" }));
   summary.protocolVersion = client.getNegotiatedProtocolVersion?.() ?? null;
   summary.era = client.getProtocolEra?.() ?? "legacy";
   summary.server = client.getServerVersion()?.name;
@@ -48,6 +56,15 @@ try {
     summary.cancelled = true;
   }
   summary.alive = (await client.listTools()).tools.length > 0;
+  if (extra === "listen") {
+    let changed;
+    const seen = new Promise((resolve) => (changed = resolve));
+    client.setNotificationHandler("notifications/tools/list_changed", () => changed(true));
+    const sub = await client.listen({ toolsListChanged: true });
+    await client.callTool({ name: "test_trigger_tool_change", arguments: {} });
+    summary.listen = await Promise.race([seen, new Promise((r) => setTimeout(() => r(false), 10000))]);
+    await sub.close();
+  }
   summary.ok = true;
 } catch (e) {
   summary.ok = false;

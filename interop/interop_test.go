@@ -17,6 +17,10 @@ import (
 
 var binary string // the agentwire command, built for these tests
 
+// seedToolCount is how many tools `agentwire serve mcp` has: seed 001's five
+// and the five conformance diagnostics.
+const seedToolCount = 10
+
 // TestMain installs the pinned npm peers (skipped when node_modules
 // already matches the lock file) and builds agentwire.
 func TestMain(m *testing.M) {
@@ -39,22 +43,8 @@ func setup() error {
 			return fmt.Errorf("%s is needed for the interoperability tests: %w", tool, err)
 		}
 	}
-	lock, err := os.ReadFile("package-lock.json")
-	if err != nil {
-		return err
-	}
-	installed, _ := os.ReadFile(filepath.Join("node_modules", ".agentwire-lock"))
-	if !bytes.Equal(lock, installed) {
-		// `npm install --no-save` installs exactly what the lock file says
-		// and leaves it untouched. Not `npm ci`: the inspector pulls in
-		// vite, whose optional Windows-only dependency is no longer in the
-		// registry, and npm ci refuses a lock that lacks it.
-		cmd := exec.Command("npm", "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("npm install: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join("node_modules", ".agentwire-lock"), lock, 0o644); err != nil {
+	for _, dir := range []string{".", "conformance"} {
+		if err := npmInstall(dir); err != nil {
 			return err
 		}
 	}
@@ -66,6 +56,30 @@ func setup() error {
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binary, "../cmd/agentwire")
 	build.Stderr = os.Stderr
 	return build.Run()
+}
+
+// npmInstall installs dir's pinned packages unless node_modules already
+// matches its lock file.
+func npmInstall(dir string) error {
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return err
+	}
+	stamp := filepath.Join(dir, "node_modules", ".agentwire-lock")
+	if installed, _ := os.ReadFile(stamp); bytes.Equal(lock, installed) {
+		return nil
+	}
+	// `npm install --no-save` installs exactly what the lock file says
+	// and leaves it untouched. Not `npm ci`: the inspector pulls in vite,
+	// whose optional Windows-only dependency is no longer in the registry,
+	// and npm ci refuses a lock that lacks it.
+	cmd := exec.Command("npm", "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("npm install in %s: %w", dir, err)
+	}
+	return os.WriteFile(stamp, lock, 0o644)
 }
 
 func run(t *testing.T, timeout time.Duration, name string, args ...string) (stdout, stderr string, code int) {
@@ -105,6 +119,7 @@ type peerSummary struct {
 	Progress        int      `json:"progress"`
 	Cancelled       bool     `json:"cancelled"`
 	Alive           bool     `json:"alive"`
+	Listen          *bool    `json:"listen"`
 }
 
 // The official TypeScript clients drive `agentwire serve mcp`: v1 (legacy
@@ -129,7 +144,7 @@ func TestTypeScriptClientsDriveServeMCP(t *testing.T) {
 			if s.Era != tc.era || (tc.version != "" && (s.ProtocolVersion == nil || *s.ProtocolVersion != tc.version)) {
 				t.Errorf("era %s version %v", s.Era, s.ProtocolVersion)
 			}
-			if s.Server != "agentwire-seed" || len(s.Tools) != 5 || s.Echo != "hello" || s.Slow != "report finished after 3 steps" {
+			if s.Server != "agentwire-seed" || len(s.Tools) != seedToolCount || s.Echo != "hello" || s.Slow != "report finished after 3 steps" {
 				t.Errorf("summary %+v", s)
 			}
 			// The SDK clients are known to drop the last progress event when
@@ -152,7 +167,7 @@ func TestInspectorListsTools(t *testing.T) {
 			var r struct {
 				Tools []struct{ Name string } `json:"tools"`
 			}
-			if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || len(r.Tools) != 5 {
+			if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || len(r.Tools) != seedToolCount {
 				t.Fatalf("exit %d, output %q (%v), stderr %s", code, out, err, stderr)
 			}
 		})

@@ -139,7 +139,7 @@ func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withModernResult(res, s.ServerInfo())
+	return withModernResult(req.Method, res, s.ServerInfo())
 }
 
 func (b *Bridge) legacy(ctx context.Context, req *rpc.Request, version string) (any, error) {
@@ -322,9 +322,14 @@ func rawOr(raw json.RawMessage, def string) json.RawMessage {
 	return raw
 }
 
+// cacheable are the methods whose 2026-07-28 results carry ttlMs and
+// cacheScope (research §1.11).
+var cacheable = []string{methodToolsList, "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+
 // withModernResult adds what a 2026-07-28 result carries to a legacy
-// server's result.
-func withModernResult(res any, info Implementation) (any, error) {
+// server's result: resultType, serverInfo, and for cacheable results the
+// cache hints, which a legacy server cannot give ("do not cache").
+func withModernResult(method string, res any, info Implementation) (any, error) {
 	raw, ok := res.(json.RawMessage)
 	if !ok {
 		return res, nil
@@ -335,6 +340,14 @@ func withModernResult(res any, info Implementation) (any, error) {
 	}
 	if _, ok := obj["resultType"]; !ok {
 		obj["resultType"] = json.RawMessage(`"complete"`)
+	}
+	if slices.Contains(cacheable, method) {
+		if _, ok := obj["ttlMs"]; !ok {
+			obj["ttlMs"] = json.RawMessage(`0`)
+		}
+		if _, ok := obj["cacheScope"]; !ok {
+			obj["cacheScope"] = json.RawMessage(`"private"`)
+		}
 	}
 	var m map[string]json.RawMessage
 	json.Unmarshal(obj["_meta"], &m)

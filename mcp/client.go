@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -205,23 +204,20 @@ func (s *Session) transportOptions() *client.Options {
 		o = *s.opts.Transport
 	}
 	o.Handler = rpc.HandlerFunc(s.handle)
-	// A restarted legacy server knows nothing of our initialize: do it
-	// again before anything else learns of the restart (SPEC K6).
-	user, logger := o.OnRestart, o.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	o.OnRestart = func(restarts int, lost error) {
-		if s.connected.Load() && s.era == "legacy" {
-			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ConnectTimeout)
-			if err := s.reinitialize(ctx); err != nil {
-				logger.Warn("mcp: initialize on the restarted server failed", "error", err)
-			}
-			cancel()
+	// A restarted legacy server knows nothing of our initialize: it is
+	// repeated before any call reaches the new process (SPEC K6).
+	o.Handshake = func(ctx context.Context, conn *rpc.Conn) error {
+		if !s.connected.Load() || s.era != "legacy" {
+			return nil
 		}
-		if user != nil {
-			user(restarts, lost)
+		if _, err := conn.Call(ctx, methodInitialize, map[string]any{
+			"protocolVersion": s.version,
+			"capabilities":    s.opts.Capabilities,
+			"clientInfo":      s.opts.Info,
+		}); err != nil {
+			return fmt.Errorf("mcp: initialize: %w", err)
 		}
+		return conn.Notify(ctx, methodInitialized, nil)
 	}
 	// The server's notifications/cancelled ends a listen stream (and we
 	// serve no server requests that it could cancel): let it through.
@@ -552,19 +548,6 @@ func (s *Session) initialize(ctx context.Context) error {
 		return fmt.Errorf("mcp: notifications/initialized: %w", err)
 	}
 	return nil
-}
-
-// reinitialize repeats the handshake on a restarted server without
-// touching what the session learned the first time.
-func (s *Session) reinitialize(ctx context.Context) error {
-	if _, err := s.t.call(ctx, methodInitialize, map[string]any{
-		"protocolVersion": s.version,
-		"capabilities":    s.opts.Capabilities,
-		"clientInfo":      s.opts.Info,
-	}, nil); err != nil {
-		return err
-	}
-	return s.t.notify(ctx, methodInitialized, nil)
 }
 
 // ----- requests -----

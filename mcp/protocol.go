@@ -139,6 +139,7 @@ type requestMeta struct {
 	ProtocolVersion    json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
 	ProgressToken      json.RawMessage `json:"progressToken"`
 }
 

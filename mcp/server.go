@@ -438,6 +438,10 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, m *requestMet
 	if m != nil && len(m.ProgressToken) > 0 && string(m.ProgressToken) != "null" {
 		tr.progressToken = m.ProgressToken
 	}
+	if m != nil && IsModern(version) {
+		tr.ClientCapabilities = m.ClientCapabilities
+		tr.logLevel = m.LogLevel
+	}
 	res, err := t.handler(ctx, tr)
 	switch {
 	case err == nil && res == nil:
@@ -461,8 +465,13 @@ type ToolRequest struct {
 	Arguments       json.RawMessage
 	ProtocolVersion string // the request's version (the negotiated one for legacy)
 
+	// ClientCapabilities are the capabilities the request declared
+	// (modern era; raw JSON, nil for legacy requests).
+	ClientCapabilities json.RawMessage
+
 	rpc           *rpc.Request
 	progressToken json.RawMessage
+	logLevel      string
 	mu            sync.Mutex
 	last          float64
 	sent          bool
@@ -499,6 +508,47 @@ func (r *ToolRequest) Progress(progress, total float64, message string) error {
 	}
 	r.sent, r.last = true, progress
 	return nil
+}
+
+// RequireClientCapability returns nil when the request declared the
+// named client capability (sampling, elicitation, roots, ...), and
+// otherwise the error to return: "If processing a request requires a
+// capability the client did not include ... the server MUST return a
+// MissingRequiredClientCapabilityError (-32021)" (2026-07-28 basic).
+func (r *ToolRequest) RequireClientCapability(name string) error {
+	var caps map[string]json.RawMessage
+	if json.Unmarshal(r.ClientCapabilities, &caps) == nil {
+		if v, ok := caps[name]; ok && string(v) != "null" {
+			return nil
+		}
+	}
+	return jsonrpc.NewError(CodeMissingRequiredClientCapability,
+		fmt.Sprintf("Server requires the %s capability for this request", name),
+		map[string]any{"requiredCapabilities": map[string]any{name: map[string]any{}}})
+}
+
+// LogLevels are the syslog severities of notifications/message, least
+// severe first.
+var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// Log sends notifications/message about this call when the request asked
+// for log messages at this level or a less severe one (its _meta logLevel);
+// otherwise it does nothing: a server must never log unasked (2026-07-28:
+// logging is per request). It reports whether the message was sent.
+func (r *ToolRequest) Log(level, logger string, data any) (bool, error) {
+	want := slices.Index(LogLevels, r.logLevel)
+	have := slices.Index(LogLevels, level)
+	if want < 0 || have < 0 || have < want {
+		return false, nil
+	}
+	p := map[string]any{"level": level, "data": data}
+	if logger != "" {
+		p["logger"] = logger
+	}
+	if err := r.rpc.Notify("notifications/message", p); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // ----- legacy (initialize handshake) -----

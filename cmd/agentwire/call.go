@@ -53,6 +53,8 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	report := fs.Bool("report", false, "write a JSON report of the session to stderr")
 	logLevel := fs.String("log-level", "error", "debug, info, warn or error")
 	connect := fs.String("connect", "", "talk to a server listening on unix:PATH or tcp:HOST:PORT instead of starting one")
+	url := fs.String("url", "", "talk to a Streamable HTTP server at this URL instead of starting one")
+	token := fs.String("token", "", "the bearer token to send with --url")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -63,12 +65,26 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		*allowance = 0
 	}
 	argv := fs.Args()
-	if len(argv) == 0 && *connect == "" {
-		fmt.Fprintln(stderr, "agentwire call: missing the server command (agentwire call [flags] -- CMD [ARGS...]) or --connect ADDR")
+	given := 0
+	for _, b := range []bool{len(argv) > 0, *connect != "", *url != ""} {
+		if b {
+			given++
+		}
+	}
+	if given == 0 {
+		fmt.Fprintln(stderr, "agentwire call: missing the server command (agentwire call [flags] -- CMD [ARGS...]), --connect ADDR or --url URL")
 		return 2
 	}
-	if len(argv) > 0 && *connect != "" {
-		fmt.Fprintln(stderr, "agentwire call: give either --connect or a server command, not both")
+	if given > 1 {
+		fmt.Fprintln(stderr, "agentwire call: give one of a server command, --connect and --url")
+		return 2
+	}
+	if *url != "" && *era == "none" {
+		fmt.Fprintln(stderr, "agentwire call: --url speaks MCP over Streamable HTTP; --era none is for stdio and sockets")
+		return 2
+	}
+	if *token != "" && *url == "" {
+		fmt.Fprintln(stderr, "agentwire call: --token goes with --url")
 		return 2
 	}
 	var p any
@@ -128,6 +144,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	var ctx context.Context // the call's, made once connected
 
 	var c *client.Client
+	var closeSession func() process.ShutdownResult
 	var call func() (json.RawMessage, error)
 	var sock net.Conn
 	if *connect != "" {
@@ -149,11 +166,17 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		call = func() (json.RawMessage, error) { return c.Call(ctx, *method, p) }
+		closeSession = c.Close
 	} else {
 		start := mcp.StartServer
 		if sock != nil {
 			start = func(ctx context.Context, _ process.Command, o *mcp.ClientOptions) (*mcp.Session, error) {
 				return mcp.NewClient(ctx, sock, sock, o)
+			}
+		}
+		if *url != "" {
+			start = func(ctx context.Context, _ process.Command, o *mcp.ClientOptions) (*mcp.Session, error) {
+				return mcp.ConnectHTTP(ctx, *url, o, &mcp.HTTPClientOptions{Token: *token})
 			}
 		}
 		sess, err := start(context.Background(), cmd, &mcp.ClientOptions{
@@ -175,6 +198,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		c = sess.Client()
+		closeSession = sess.Close
 		rep.Era, rep.ProtocolVersion, rep.Probe = sess.Era(), sess.ProtocolVersion(), string(sess.Probe())
 		rep.ConnectMS = sess.ConnectDuration().Milliseconds()
 		call = func() (json.RawMessage, error) { return sess.Request(ctx, *method, p) }
@@ -199,7 +223,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		code = 2
 	}
 
-	shut := c.Close()
+	shut := closeSession()
 	if *report {
 		writeReport(stderr, rep, c, shut)
 	}
@@ -210,6 +234,11 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 // as one JSON line. The stderr tail includes the last words of a server
 // that was lost and restarted.
 func writeReport(w io.Writer, rep callReport, c *client.Client, shut process.ShutdownResult) {
+	if c == nil { // over HTTP: no process, no stream
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
 	st := c.Stats()
 	rep.Shutdown = string(shut.Outcome)
 	rep.ShutdownMS = shut.Duration.Milliseconds()

@@ -6,6 +6,7 @@
 //	agentwire call [flags] -- CMD      one request (MCP era negotiated), then a clean shutdown
 //	agentwire check [flags] -- CMD     a fixed battery against a stdio MCP server
 //	agentwire tap [--log F] -- CMD     a transparent, logging stdio proxy
+//	agentwire bridge --http ADDR -- CMD  a stdio MCP server served over Streamable HTTP
 //
 // Run `agentwire help` for the flags of each command.
 package main
@@ -20,7 +21,8 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `agentwire: the transport runtime for agent protocols (JSON-RPC 2.0 over stdio)
+const usage = `agentwire: the transport runtime for agent protocols (JSON-RPC 2.0 over stdio,
+sockets and Streamable HTTP)
 
 Usage:
   agentwire demo                  seed 001's stdio experiments, measured live against
@@ -30,10 +32,13 @@ Usage:
                                   bad lines, notifications, cancellation, batches, EOF)
   agentwire serve echo [flags]    serve the echo test server on stdin/stdout
   agentwire serve mcp [flags]     serve the example MCP server (both protocol eras) on
-                                  stdin/stdout: tools echo, search, slow_report, chatty, crash
+                                  stdin/stdout: tools echo, search, slow_report, chatty, crash,
+                                  and the conformance diagnostics test_missing_capability,
+                                  test_streaming_elicitation, test_logging_tool,
+                                  test_trigger_tool_change
   agentwire serve acp [flags]     serve the example ACP agent on stdin/stdout: prompts
                                   "slow N", "permission", anything else is echoed
-  agentwire call [flags] -- CMD [ARGS...]   (or: agentwire call [flags] --connect ADDR)
+  agentwire call [flags] -- CMD [ARGS...]   (or: --connect ADDR, or --url URL)
                                   start a stdio server, send it one request, print
                                   the result, and shut it down with the ladder
   agentwire check [--json] [--timeout D] [--grace D] [--call-tools]
@@ -45,6 +50,11 @@ Usage:
                                   a transparent stdio proxy in front of a server: bytes
                                   pass through unchanged, every line is logged as JSON Lines
                                   (time, direction, size, JSON-RPC kind/method/id, validity)
+  agentwire bridge --http [HOST:]PORT [--token T] [--allow-origin O] [--allow-host H]
+                  -- CMD [ARGS...]
+                                  serve a stdio MCP server over Streamable HTTP to clients
+                                  of both eras: one server process shared by all, restarted
+                                  if it crashes (HOST defaults to 127.0.0.1)
   agentwire help                  show this text
 
 Flags of serve echo, serve mcp and serve acp:
@@ -64,6 +74,14 @@ Only serve mcp:
   --ignore-eof             keep running after stdin EOF
   --ignore-sigterm         ignore SIGTERM
   --no-stdout-guard        let tools print to stdout (chatty then pollutes the stream)
+  --http [HOST:]PORT       serve Streamable HTTP (2026-07-28, and legacy clients
+                           statelessly) at http://HOST:PORT/mcp instead of stdio;
+                           HOST defaults to 127.0.0.1, and on loopback only loopback
+                           Host names are answered (DNS rebinding)
+  --token T                with --http: require "Authorization: Bearer T" (401 otherwise)
+  --allow-origin O         with --http: an Origin browsers may call from (repeatable;
+                           loopback origins are always allowed; others get 403)
+  --allow-host H           with --http: a Host name to answer to (repeatable)
 
 Flags of call:
   --era E                  auto (probe server/discover, fall back to initialize),
@@ -77,6 +95,9 @@ Flags of call:
   --tool NAME --args JSON  shorthand for tools/call
   --connect ADDR           talk to a server listening on unix:PATH or tcp:HOST:PORT
                            instead of starting CMD
+  --url URL                talk to a Streamable HTTP server instead (era probed over
+                           HTTP; 401/403/5xx are errors, never a reason to fall back)
+  --token T                with --url: the bearer token to send
   --timeout D              how long to wait for the response, once connected (default 30s)
   --connect-timeout D      how long the MCP negotiation may take (default 30s)
   --grace D                each wait of the shutdown ladder: close stdin, wait D,
@@ -105,6 +126,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCheck(args[1:], stdout, stderr)
 	case "tap":
 		return runTap(args[1:], os.Stdin, stdout, stderr)
+	case "bridge":
+		return runBridge(args[1:], stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

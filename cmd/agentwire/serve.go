@@ -40,9 +40,12 @@ func runServe(args []string, stderr io.Writer) int {
 	if name == "acp" {
 		maxBackground = fs.Int("max-background", acp.DefaultMaxBackground, "prompts and MCP bridge requests running at once per connection")
 	}
-	var era *string
+	var era, httpAddr *string
+	var hf *httpFlags
 	var legacySilent, ignoreEOF, ignoreTerm, noGuard *bool
 	if name == "mcp" {
+		httpAddr = fs.String("http", "", "serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1) instead of stdio")
+		hf = addHTTPFlags(fs)
 		era = fs.String("era", "dual", "dual, modern or legacy")
 		legacySilent = fs.Bool("legacy-silent", false, "as a legacy server, answer nothing before initialize")
 		ignoreEOF = fs.Bool("ignore-eof", false, "keep running after stdin EOF")
@@ -81,6 +84,28 @@ func runServe(args []string, stderr io.Writer) int {
 	if *listen != "" && name == "mcp" && (*ignoreEOF || *ignoreTerm || *noGuard) {
 		fmt.Fprintln(stderr, "agentwire serve mcp: --ignore-eof, --ignore-sigterm and --no-stdout-guard are stdio behaviours; they do not combine with --listen")
 		return 2
+	}
+	if httpAddr != nil && *httpAddr != "" {
+		if *listen != "" || *ignoreEOF || *ignoreTerm || *noGuard || *legacySilent {
+			fmt.Fprintln(stderr, "agentwire serve mcp: --http does not combine with --listen, --ignore-eof, --ignore-sigterm, --no-stdout-guard or --legacy-silent")
+			return 2
+		}
+		addr, err := httpAddress(*httpAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "agentwire serve mcp:", err)
+			return 2
+		}
+		so := mcp.ServerOptions{Logger: logger, Era: eraOf(*era)}
+		o := hf.httpOptions(addr, logger)
+		o.Conn = base
+		h := seedserver.New(seedserver.Options{Server: so, Stderr: stderr}).HTTPHandler(o)
+		return serveHTTP("serve mcp", addr, h, stderr, logger)
+	}
+	if httpAddr == nil || *httpAddr == "" {
+		if hf != nil && (*hf.token != "" || len(hf.origins) > 0 || len(hf.hosts) > 0) {
+			fmt.Fprintln(stderr, "agentwire serve mcp: --token, --allow-origin and --allow-host go with --http")
+			return 2
+		}
 	}
 	if *listen != "" {
 		return serveListen(name, *listen, stderr, logger, base, maxBackground, era, legacySilent)
@@ -125,6 +150,16 @@ func runServe(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func eraOf(s string) mcp.Era {
+	switch s {
+	case "modern":
+		return mcp.ModernOnly
+	case "legacy":
+		return mcp.LegacyOnly
+	}
+	return mcp.Dual
 }
 
 // serveListen serves clients on a socket until SIGINT or SIGTERM: each gets

@@ -116,6 +116,7 @@ func New(opts Options) *mcp.Server {
 			exit(3)
 			return nil, nil
 		})
+	addDiagnostics(s)
 	return s
 }
 
