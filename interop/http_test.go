@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,10 +21,25 @@ import (
 
 var endpointLine = regexp.MustCompile(`serving MCP over Streamable HTTP at (http://\S+)`)
 
+// httpProc is an agentwire process serving Streamable HTTP.
+type httpProc struct {
+	url string
+	mu  sync.Mutex
+	log strings.Builder // its stderr so far
+}
+
+func (p *httpProc) stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
 // startHTTP runs `agentwire ARGS...` (serve mcp --http 127.0.0.1:0, or
 // bridge) and returns its endpoint URL; the process gets SIGTERM at the
 // end of the test and must exit 0.
-func startHTTP(t *testing.T, args ...string) string {
+func startHTTP(t *testing.T, args ...string) string { return startHTTPProc(t, args...).url }
+
+func startHTTPProc(t *testing.T, args ...string) *httpProc {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	stderr, err := cmd.StderrPipe()
@@ -33,14 +49,16 @@ func startHTTP(t *testing.T, args ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p := &httpProc{}
 	urls := make(chan string, 1)
-	var log strings.Builder
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
 			if m := endpointLine.FindStringSubmatch(sc.Text()); m != nil {
 				urls <- m[1]
 			}
@@ -53,20 +71,20 @@ func startHTTP(t *testing.T, args ...string) string {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("agentwire %v after SIGTERM: %v\n%s", args, err, log.String())
+				t.Errorf("agentwire %v after SIGTERM: %v\n%s", args, err, p.stderr())
 			}
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
 			<-done
-			t.Errorf("agentwire %v did not exit after SIGTERM\n%s", args, log.String())
+			t.Errorf("agentwire %v did not exit after SIGTERM\n%s", args, p.stderr())
 		}
 	})
 	select {
-	case u := <-urls:
-		return u
+	case p.url = <-urls:
+		return p
 	case <-time.After(30 * time.Second):
 		t.Fatalf("agentwire %v printed no endpoint", args)
-		return ""
+		return nil
 	}
 }
 
