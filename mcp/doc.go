@@ -54,4 +54,52 @@
 // carrying its subscription id to a callback. The server may end it with a
 // final result or with notifications/cancelled; both are accepted as its
 // end. A stream does not survive a restart of the server.
+//
+// # Streamable HTTP
+//
+// Server.HTTPHandler is an http.Handler for one MCP endpoint (SPEC T2,
+// research/mcp-spec.md §3). Every message is a POST; GET and DELETE get 405.
+// Each request runs on its own rpc.Conn whose input is the request line and
+// whose output becomes the response, so handlers keep every guarantee they
+// have on stdio: panics are answered, output is bounded, and the handler's
+// context is cancelled when the client closes the response ("closing the
+// SSE response stream MUST be treated as cancellation"). The answer is one
+// JSON object, or an event stream (X-Accel-Buffering: no, a keep-alive
+// comment every KeepAlive) once the request asked for progress, the
+// handler sent a notification, the answer took longer than KeepAlive, or
+// the request is subscriptions/listen. Notifications get 202.
+//
+// Before a modern request reaches its handler, MCP-Protocol-Version,
+// Mcp-Method, Mcp-Name and the Mcp-Param- headers of x-mcp-header
+// arguments are compared with the body (400 and -32020 when one is missing
+// or differs); error responses map to 400 (-32602, -32020, -32021, -32022)
+// and 404 (-32601). A request without the 2026-07-28 _meta and header is
+// legacy: initialize is answered, no Mcp-Session-Id is minted, and every
+// other request is served at the version its header names (2025-03-26 when
+// it has none), as if initialize had happened on its own connection.
+// Origin (403 unless absent, loopback or allowed), Host (403 when
+// AllowedHosts is set and it is not listed), the bearer token (401 with
+// WWW-Authenticate) and the body size (413) are checked first.
+//
+// HTTPHandler.Shutdown ends every exchange's input: listen streams finish
+// with their final result, other handlers get the end-of-stream grace, and
+// new requests get 503. http.Server.Shutdown alone would wait for open
+// event streams forever.
+//
+// ConnectHTTP is the client side: the same Session, its messages sent as
+// POSTs with the request-metadata headers, event streams read as they come
+// (notifications are routed like those on stdio), a call's cancellation
+// closing its stream (and, to a legacy server, notifications/cancelled).
+// The era probe follows "HTTP era detection": a result or a modern error
+// is modern; a legacy server's JSON-RPC error, or 400/404/405 without a
+// modern error, falls back to initialize (echoing any Mcp-Session-Id the
+// legacy server mints); 401, 403, 5xx, timeouts and network errors
+// (ErrHTTPTransport) end the connect, never a reason to fall back.
+//
+// A Bridge serves a stdio server, reached through a Session, to HTTP
+// clients of both eras: one process for all of them (restarted by the
+// session's restart policy, a legacy server's initialize replayed before
+// any request reaches the new process), requests translated between eras
+// where client and server differ, and progress tokens and subscription ids
+// renamed so that clients never see each other's notifications.
 package mcp
