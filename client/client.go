@@ -364,16 +364,8 @@ func (c *Client) restart(lost error) (*generation, error) {
 		c.log.Error("client: restarting the server failed", "error", err)
 		return nil, fmt.Errorf("client: restarting the server: %w", err)
 	}
-	if c.opts.Handshake != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
-		err := c.opts.Handshake(ctx, g.conn)
-		cancel()
-		if err != nil {
-			c.log.Error("client: the handshake with the restarted server failed", "error", err)
-			g.conn.Close()
-			g.proc.Shutdown()
-			return nil, fmt.Errorf("client: handshake with the restarted server: %w", err)
-		}
+	if err := c.handshake(context.Background(), g); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
@@ -426,6 +418,32 @@ func (c *Client) live(ctx context.Context) (*generation, error) {
 	}
 }
 
+// handshake runs Options.Handshake on a new server before it is used,
+// within handshakeTimeout, ctx, and the client's life: Close does not wait
+// for a handshake the server never answers. A failed handshake stops the
+// new server.
+func (c *Client) handshake(ctx context.Context, g *generation) error {
+	if c.opts.Handshake == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := c.opts.Handshake(ctx, g.conn); err != nil {
+		c.log.Error("client: the handshake with the restarted server failed", "error", err)
+		g.conn.Close()
+		g.proc.Shutdown()
+		return fmt.Errorf("client: handshake with the restarted server: %w", err)
+	}
+	return nil
+}
+
 // ErrNotRestartable is returned by Restart for a client made with New.
 var ErrNotRestartable = errors.New("client: not a server process; cannot restart")
 
@@ -452,6 +470,9 @@ func (c *Client) Restart(ctx context.Context) error {
 	}
 	next, err := c.spawn()
 	if err != nil {
+		return err
+	}
+	if err := c.handshake(ctx, next); err != nil {
 		return err
 	}
 	c.mu.Lock()

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/jsonrpc"
@@ -34,6 +36,9 @@ import (
 type Bridge struct {
 	sess   *Session
 	tokens atomic.Int64
+
+	mu          sync.Mutex
+	toolHeaders map[string]map[string]string // nil until the server's tools are listed
 }
 
 // NewBridge returns a bridge to the server behind sess.
@@ -42,8 +47,100 @@ func NewBridge(sess *Session) *Bridge { return &Bridge{sess: sess} }
 // HTTPHandler returns the bridge's Streamable HTTP endpoint.
 func (b *Bridge) HTTPHandler(opts *HTTPOptions) *HTTPHandler { return newHTTPHandler(b, opts) }
 
-func (b *Bridge) era() Era                              { return Dual }
-func (b *Bridge) headerParams(string) map[string]string { return nil }
+func (b *Bridge) era() Era { return Dual }
+
+// headerParams answers from the server's tool list, fetched once and
+// refreshed by every tools/list a client sends through the bridge.
+func (b *Bridge) headerParams(tool string) map[string]string {
+	b.mu.Lock()
+	known := b.toolHeaders != nil
+	b.mu.Unlock()
+	if !known {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		tools, err := b.sess.ListTools(ctx)
+		cancel()
+		if err == nil {
+			b.learnTools(tools)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.toolHeaders[tool]
+}
+
+func (b *Bridge) learnTools(tools []Tool) {
+	m := map[string]map[string]string{}
+	for _, t := range tools {
+		if h := schemaHeaders(t.InputSchema); h != nil {
+			m[t.Name] = h
+		}
+	}
+	b.mu.Lock()
+	b.toolHeaders = m
+	b.mu.Unlock()
+}
+
+// relayQueue bounds the notifications waiting to reach one slow client.
+const relayQueue = 256
+
+// errSlowClient cancels a forwarded request whose client does not read
+// the notifications it asked for.
+var errSlowClient = errors.New("mcp: the HTTP client does not read its event stream")
+
+// relay passes the server's notifications for one request on to its
+// client in order, without ever blocking the shared session's reader: a
+// client that falls relayQueue notifications behind has its request
+// cancelled instead of stalling every other client.
+type relay struct {
+	overflow func()
+	mu       sync.Mutex
+	closed   bool
+	ch       chan relayMsg
+	done     chan struct{}
+}
+
+type relayMsg struct {
+	method string
+	params any
+}
+
+func newRelay(req *rpc.Request, overflow func()) *relay {
+	r := &relay{overflow: overflow, ch: make(chan relayMsg, relayQueue), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for m := range r.ch {
+			req.Notify(m.method, m.params)
+		}
+	}()
+	return r
+}
+
+func (r *relay) send(method string, params any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	select {
+	case r.ch <- relayMsg{method, params}:
+	default:
+		r.closed = true
+		close(r.ch)
+		r.overflow()
+	}
+}
+
+// finish waits until everything queued has been handed to the client's
+// exchange, so that it precedes the response.
+func (r *relay) finish() {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.ch)
+	}
+	r.mu.Unlock()
+	<-r.done
+}
 
 func (b *Bridge) exchangeOptions(base *rpc.Options) *rpc.Options {
 	var o rpc.Options
@@ -190,7 +287,11 @@ func (b *Bridge) legacy(ctx context.Context, req *rpc.Request, version string) (
 // forward sends the request to the server with a private progress token,
 // relaying progress to this request's client under its own token.
 func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map[string]json.RawMessage) (any, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	if tok, ok := meta[MetaProgressToken]; ok && string(tok) != "null" {
+		rl := newRelay(req, func() { cancel(errSlowClient) })
+		defer rl.finish()
 		mine := json.RawMessage(strconv.Quote("bridge-" + strconv.FormatInt(b.tokens.Add(1), 10)))
 		meta[MetaProgressToken] = mine
 		b.sess.progress.Store(string(mine), ProgressFunc(func(progress, total float64, message string) {
@@ -201,7 +302,7 @@ func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map
 			if message != "" {
 				p["message"] = message
 			}
-			req.Notify(methodProgress, p)
+			rl.send(methodProgress, p)
 		}))
 		defer b.sess.progress.Delete(string(mine))
 	}
@@ -211,6 +312,17 @@ func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map
 		opts = append(opts, client.Retryable())
 	}
 	res, err := b.sess.t.call(ctx, req.Method, out, nil, opts...)
+	if err == nil && req.Method == methodToolsList {
+		var r struct {
+			Tools []Tool `json:"tools"`
+		}
+		if json.Unmarshal(res, &r) == nil {
+			b.learnTools(r.Tools)
+		}
+	}
+	if err != nil && errors.Is(context.Cause(ctx), errSlowClient) {
+		return nil, errSlowClient
+	}
 	return b.result(res, err)
 }
 
@@ -251,9 +363,11 @@ func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params, meta map[
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The acknowledgment is relayed too, in order, on the reading goroutine.
+	rl := newRelay(req, cancel)
+	defer rl.finish()
+	// The acknowledgment is relayed too, in order.
 	sub := &Subscription{ack: make(chan struct{}), done: make(chan struct{}), cancel: cancel, relayAck: true}
-	sub.notify = func(method string, p json.RawMessage) { req.Notify(method, rename(p)) }
+	sub.notify = func(method string, p json.RawMessage) { rl.send(method, rename(p)) }
 	var childID string
 	// The relay ends when the bridge shuts down this exchange (input
 	// ends): cancel the server's stream, and answer the client's.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -231,6 +232,10 @@ func (s *Session) handle(_ context.Context, r *rpc.Request) (any, error) {
 		s.inbound(r.Method, r.Params)
 		return nil, nil
 	}
+	if r.Method == methodPing {
+		// "The receiver MUST respond promptly with an empty response."
+		return map[string]any{}, nil
+	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", r.Method)
 }
 
@@ -313,7 +318,7 @@ func (s *Session) negotiate(ctx context.Context) error {
 				s.probe = ProbeCached
 				err := s.legacyHandshake(ctx)
 				var je *jsonrpc.Error
-				if err == nil || !errors.As(err, &je) {
+				if err == nil || !errors.As(err, &je) || !eraEvidence(err) {
 					return err
 				}
 				// The server no longer takes initialize (it was upgraded,
@@ -422,11 +427,11 @@ func (s *Session) discover(ctx context.Context, version string) (ProbeOutcome, j
 	switch {
 	case err == nil:
 		return ProbeResult, res, probeError{}
-	case errors.As(err, &hse) && hse.StatusCode != 400 && hse.StatusCode != 404 && hse.StatusCode != 405:
+	case !eraEvidence(err):
 		// 401, 403, 5xx...: the server (or something before it) refused
 		// us; that says nothing about its era (research §3.1).
 		return ProbeError, nil, probeError{err: err, fatal: true}
-	case hse != nil && hse.RPC == nil:
+	case errors.As(err, &hse) && hse.RPC == nil:
 		// 400/404/405 with no JSON-RPC error: not a modern server (one
 		// would explain itself), so try initialize.
 		return ProbeError, nil, probeError{err: err}
@@ -455,6 +460,10 @@ func (s *Session) discover(ctx context.Context, version string) (ProbeOutcome, j
 			return ProbeTimeout, nil, probeError{err: fmt.Errorf("no answer to server/discover within %v", timeout), fatal: true}
 		}
 		return ProbeTimeout, nil, probeError{err: err}
+	case s.overHTTP:
+		// A 200 that is not the response (another id, HTML, too large):
+		// not an answer of an MCP server of any era.
+		return ProbeError, nil, probeError{err: err, fatal: true}
 	}
 	return ProbeError, nil, probeError{err: err}
 }
@@ -494,6 +503,22 @@ func (s *Session) modernFromDiscover(ctx context.Context, raw json.RawMessage) e
 		s.put(EraEntry{Era: "legacy"}) // an explicit legacy-only list (SPEC E4)
 	}
 	return s.legacyHandshake(ctx)
+}
+
+// eraEvidence reports whether an error can say anything about a server's
+// era: over HTTP, only an answer of the server itself (a JSON-RPC error
+// with 200, 400, 404 or 405) can; 401, 403 and 5xx come from in front of
+// it or from its trouble (research §3.1).
+func eraEvidence(err error) bool {
+	var hse *HTTPStatusError
+	if errors.As(err, &hse) {
+		switch hse.StatusCode {
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+			return true
+		}
+		return false
+	}
+	return true
 }
 
 func mutualModern(theirs []string) string {
@@ -548,6 +573,19 @@ func (s *Session) initialize(ctx context.Context) error {
 		return fmt.Errorf("mcp: notifications/initialized: %w", err)
 	}
 	return nil
+}
+
+// reinitializeHTTP starts a new legacy session on an HTTP server that
+// forgot ours (404), with the version agreed the first time.
+func (s *Session) reinitializeHTTP(ctx context.Context) error {
+	if _, err := s.t.call(ctx, methodInitialize, map[string]any{
+		"protocolVersion": s.version,
+		"capabilities":    s.opts.Capabilities,
+		"clientInfo":      s.opts.Info,
+	}, nil); err != nil {
+		return err
+	}
+	return s.t.notify(ctx, methodInitialized, nil)
 }
 
 // ----- requests -----
@@ -641,6 +679,9 @@ func (s *Session) ListTools(ctx context.Context) ([]Tool, error) {
 	if err := json.Unmarshal(res, &r); err != nil {
 		return nil, fmt.Errorf("mcp: tools/list: %w", err)
 	}
+	if t, ok := s.t.(*httpTransport); ok {
+		t.learnTools(r.Tools)
+	}
 	return r.Tools, nil
 }
 
@@ -684,6 +725,14 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 		copts = append(copts, client.Retryable())
 	}
 	res, err := s.t.call(ctx, methodToolsCall, p, nil, copts...)
+	var je *jsonrpc.Error
+	if t, ok := s.t.(*httpTransport); ok && errors.As(err, &je) && je.Code == CodeHeaderMismatch && !t.knowsTool(name) {
+		// The tool wants arguments mirrored in Mcp-Param- headers, and
+		// its schema has not been listed yet: list, then try once more.
+		if _, lerr := s.ListTools(ctx); lerr == nil && t.knowsTool(name) {
+			res, err = s.t.call(ctx, methodToolsCall, p, nil, copts...)
+		}
+	}
 	if err != nil {
 		s.forgetOn(err)
 		return nil, err

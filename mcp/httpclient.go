@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,12 +84,28 @@ func ConnectHTTP(ctx context.Context, url string, opts *ClientOptions, hopts *HT
 	if s.opts.CacheKey == "" {
 		s.opts.CacheKey = url
 	}
-	t := &httpTransport{url: url, onNotify: s.inbound}
+	t := &httpTransport{url: url, onNotify: s.inbound, reinitialize: s.reinitializeHTTP}
+	t.base, t.stop = context.WithCancel(context.Background())
 	if hopts != nil {
 		t.opts = *hopts
 	}
 	if t.opts.Client == nil {
-		t.opts.Client = &http.Client{}
+		t.opts.Client = &http.Client{
+			// Our own connection pool, so that Close closes only ours.
+			Transport: http.DefaultTransport.(*http.Transport).Clone(),
+			// A 301/302/303 would turn the POST into a bodiless GET, whose
+			// answer (405, say) would pass for the server's. Only the
+			// redirects that keep the method and body are followed.
+			CheckRedirect: func(req *http.Request, via []*http.Request) error {
+				if len(via) >= 10 {
+					return errors.New("stopped after 10 redirects")
+				}
+				if c := req.Response.StatusCode; c != http.StatusTemporaryRedirect && c != http.StatusPermanentRedirect {
+					return http.ErrUseLastResponse
+				}
+				return nil
+			},
+		}
 	}
 	if t.opts.MaxMessageBytes <= 0 {
 		t.opts.MaxMessageBytes = 16 << 20
@@ -105,17 +122,25 @@ func ConnectHTTP(ctx context.Context, url string, opts *ClientOptions, hopts *HT
 // notifications are passed to onNotify; cancelling a call closes its
 // stream, which is the cancellation.
 type httpTransport struct {
-	url      string
-	opts     HTTPClientOptions
-	onNotify func(method string, params json.RawMessage)
-	nextID   atomic.Int64
-	bg       sync.WaitGroup // cancellations and replies sent in the background
+	url          string
+	opts         HTTPClientOptions
+	onNotify     func(method string, params json.RawMessage)
+	reinitialize func(ctx context.Context) error // a new legacy session, after a 404
+	nextID       atomic.Int64
+	base         context.Context // every request's; cancelled by close
+	stop         context.CancelFunc
+	bg           sync.WaitGroup // cancellations and replies sent in the background
 
-	mu        sync.Mutex
-	era       string
-	version   string // the legacy version, for MCP-Protocol-Version
-	sessionID string // a legacy server's Mcp-Session-Id
+	mu          sync.Mutex
+	closed      bool
+	era         string
+	version     string                       // the legacy version, for MCP-Protocol-Version
+	sessionID   string                       // a legacy server's Mcp-Session-Id
+	toolHeaders map[string]map[string]string // tool -> argument -> Mcp-Param- name, from tools/list
 }
+
+// ErrSessionClosed is returned for calls on a closed HTTP session.
+var ErrSessionClosed = errors.New("mcp: the session is closed")
 
 func (t *httpTransport) negotiated(era, version string) {
 	t.mu.Lock()
@@ -126,10 +151,32 @@ func (t *httpTransport) negotiated(era, version string) {
 func (t *httpTransport) restart(context.Context) error { return client.ErrNotRestartable }
 func (t *httpTransport) fresh() bool                   { return false }
 
+// goBackground runs f unless the transport is closed; close waits for it.
+func (t *httpTransport) goBackground(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.bg.Add(1)
+	go func() {
+		defer t.bg.Done()
+		f()
+	}()
+}
+
+// close ends every call and stream in flight, ends a legacy session with
+// DELETE, and closes the pool's idle connections.
 func (t *httpTransport) close() process.ShutdownResult {
 	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return process.ShutdownResult{}
+	}
+	t.closed = true
 	sid := t.sessionID
 	t.mu.Unlock()
+	t.stop()
 	if sid != "" {
 		// A legacy session ends with DELETE (a server MAY answer 405).
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -151,8 +198,56 @@ type envelope struct {
 	Meta *struct {
 		ProtocolVersion string `json:"io.modelcontextprotocol/protocolVersion"`
 	} `json:"_meta"`
-	Name string `json:"name"`
-	URI  string `json:"uri"`
+	Name      string                     `json:"name"`
+	URI       string                     `json:"uri"`
+	Arguments map[string]json.RawMessage `json:"arguments"`
+}
+
+// learnTools remembers which tool arguments travel in Mcp-Param- headers
+// ("clients MUST support" x-mcp-header).
+func (t *httpTransport) learnTools(tools []Tool) {
+	m := map[string]map[string]string{}
+	for _, tool := range tools {
+		if h := schemaHeaders(tool.InputSchema); h != nil {
+			m[tool.Name] = h
+		}
+	}
+	t.mu.Lock()
+	t.toolHeaders = m
+	t.mu.Unlock()
+}
+
+// knowsTool reports whether tools/list told us about the tool's headers.
+func (t *httpTransport) knowsTool(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.toolHeaders[name]
+	return ok
+}
+
+// setParamHeaders mirrors annotated arguments: strings as they are (or
+// base64 when they must be), integers in decimal, booleans as true/false.
+func (t *httpTransport) setParamHeaders(h http.Header, tool string, args map[string]json.RawMessage) {
+	t.mu.Lock()
+	params := t.toolHeaders[tool]
+	t.mu.Unlock()
+	for arg, name := range params {
+		raw, ok := args[arg]
+		if !ok || len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		v := string(raw)
+		if raw[0] == '"' {
+			var str string
+			if json.Unmarshal(raw, &str) != nil {
+				continue
+			}
+			v = EncodeHeaderValue(str)
+		} else if raw[0] == '{' || raw[0] == '[' {
+			continue // not a primitive: nothing to mirror
+		}
+		h.Set(HeaderParamPrefix+name, v)
+	}
 }
 
 func (t *httpTransport) setHeaders(req *http.Request, method string, params []byte) {
@@ -186,6 +281,9 @@ func (t *httpTransport) setHeaders(req *http.Request, method string, params []by
 		case methodToolsCall, "prompts/get":
 			if env.Name != "" {
 				h.Set(HeaderName, EncodeHeaderValue(env.Name))
+			}
+			if method == methodToolsCall {
+				t.setParamHeaders(h, env.Name, env.Arguments)
 			}
 		case "resources/read":
 			if env.URI != "" {
@@ -239,13 +337,52 @@ func (t *httpTransport) notify(ctx context.Context, method string, params any) e
 }
 
 func (t *httpTransport) call(ctx context.Context, method string, params any, onID func(jsonrpc.ID), opts ...client.CallOption) (json.RawMessage, error) {
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil, ErrSessionClosed
+	}
+	// Close ends the call too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(t.base, func() { cancel(ErrSessionClosed) })
+	defer stop()
+
 	res, err := t.once(ctx, method, params, onID)
+	var hse *HTTPStatusError
+	if err != nil && errors.As(err, &hse) && hse.StatusCode == http.StatusNotFound && method != methodInitialize && t.dropSession() {
+		// "The server MAY terminate the session at any time, after which
+		// it MUST respond to requests containing that session ID with HTTP
+		// 404 Not Found. When a client receives HTTP 404 in response to a
+		// request containing an Mcp-Session-Id, it MUST start a new
+		// session" (2025-11-25 transports, Session Management).
+		if rerr := t.reinitialize(ctx); rerr != nil {
+			return nil, fmt.Errorf("%w (starting a new session: %v)", err, rerr)
+		}
+		res, err = t.once(ctx, method, params, onID)
+	}
 	// "A broken stream loses the request; client MUST re-issue with a new
 	// id": done for calls marked safe to send twice.
 	if err != nil && errors.Is(err, ErrHTTPTransport) && ctx.Err() == nil && client.IsRetryable(opts...) {
 		res, err = t.once(ctx, method, params, onID)
 	}
+	if err != nil && errors.Is(context.Cause(ctx), ErrSessionClosed) {
+		err = ErrSessionClosed
+	}
 	return res, err
+}
+
+// dropSession forgets a legacy session id the server no longer knows; it
+// reports whether there was one.
+func (t *httpTransport) dropSession() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sessionID == "" || t.era != "legacy" {
+		return false
+	}
+	t.sessionID = ""
+	return true
 }
 
 func (t *httpTransport) once(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
@@ -271,6 +408,9 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 		return nil, fmt.Errorf("%w: %v", ErrHTTPTransport, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, t.statusError(resp)
+	}
 	if method == methodInitialize {
 		if sid := resp.Header.Get(HeaderSessionID); sid != "" {
 			t.mu.Lock()
@@ -278,13 +418,10 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 			t.mu.Unlock()
 		}
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, t.statusError(resp)
-	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	var res json.RawMessage
 	if mt == "text/event-stream" {
-		res, err = t.readStream(resp.Body, id)
+		res, err = t.readStream(ctx, resp.Body, id)
 	} else {
 		var body []byte
 		body, err = readLimited(resp.Body, t.opts.MaxMessageBytes)
@@ -309,13 +446,11 @@ func (t *httpTransport) cancelled(id jsonrpc.ID) {
 	if !legacy {
 		return
 	}
-	t.bg.Add(1)
-	go func() {
-		defer t.bg.Done()
+	t.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		t.notify(ctx, methodCancelled, map[string]any{"requestId": json.RawMessage(id), "reason": "cancelled by the caller"})
-	}()
+	})
 }
 
 func readLimited(r io.Reader, limit int) ([]byte, error) {
@@ -331,8 +466,15 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 
 // response reads the JSON-RPC response to id.
 func (t *httpTransport) response(body []byte, id jsonrpc.ID) (json.RawMessage, error) {
-	msg, err := jsonrpc.Decode(bytes.TrimSpace(body), nil)
+	body = bytes.TrimSpace(body)
+	msg, err := jsonrpc.Decode(body, nil)
 	if err != nil {
+		// An error "MUST carry the request's id except in error cases
+		// where the ID could not be read": one without an id, answering
+		// our only request on this POST, is still its answer.
+		if e := idlessError(body); e != nil {
+			return nil, e
+		}
 		return nil, fmt.Errorf("mcp: malformed response: %w", err)
 	}
 	if !msg.Kind.IsResponse() || string(msg.ID) != string(id) {
@@ -348,65 +490,140 @@ func (t *httpTransport) response(body []byte, id jsonrpc.ID) (json.RawMessage, e
 	return json.RawMessage(bytes.Clone(msg.Result)), nil
 }
 
-// readStream reads an event stream until the response to id. Comment
-// lines (keep-alives), event names, ids and retry fields are ignored.
-func (t *httpTransport) readStream(body io.Reader, id jsonrpc.ID) (json.RawMessage, error) {
-	br := bufio.NewReaderSize(body, 32<<10)
-	var data []byte
-	for {
-		line, err := readEventLine(br, t.opts.MaxMessageBytes)
+// readStream reads an event stream until the response to id. Lines end
+// with LF, CR or CRLF; comment lines (keep-alives), event names and unknown
+// fields are ignored. A legacy server may end the stream after an event
+// with an id and expect the client to resume it with GET and Last-Event-ID
+// after the retry interval (2025-11-25 transports, Resumability); that is
+// done up to maxResumes times.
+func (t *httpTransport) readStream(ctx context.Context, body io.Reader, id jsonrpc.ID) (json.RawMessage, error) {
+	lastID, retry := "", time.Second
+	for resumes := 0; ; resumes++ {
+		res, done, err := t.scanEvents(body, id, &lastID, &retry)
+		if done || err != nil {
+			return res, err
+		}
+		t.mu.Lock()
+		legacy := t.era == "legacy" || t.era == ""
+		t.mu.Unlock()
+		if lastID == "" || !legacy || resumes >= maxResumes {
+			return nil, fmt.Errorf("%w: the event stream ended before the response", ErrHTTPTransport)
+		}
+		select {
+		case <-time.After(retry):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		resp, err := t.resume(ctx, lastID)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w: the event stream ended before the response", ErrHTTPTransport)
-			}
 			return nil, err
 		}
-		if len(line) == 0 {
-			if len(data) == 0 {
-				continue
-			}
-			res, done, err := t.event(data, id)
-			if done {
-				return res, err
-			}
-			data = data[:0]
-			continue
-		}
-		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			d = bytes.TrimPrefix(d, []byte(" "))
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			if len(data)+len(d) > t.opts.MaxMessageBytes {
-				return nil, fmt.Errorf("mcp: an event exceeds %d bytes", t.opts.MaxMessageBytes)
-			}
-			data = append(data, d...)
-		}
+		defer resp.Body.Close()
+		body = resp.Body
 	}
 }
 
-func readEventLine(br *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > limit+16 {
-			return nil, fmt.Errorf("mcp: an event line exceeds %d bytes", limit)
+const maxResumes = 10
+
+// resume asks a legacy server for the rest of a stream.
+func (t *httpTransport) resume(ctx context.Context, lastID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.setHeaders(req, "", nil)
+	req.Header.Del("Content-Type")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	resp, err := t.opts.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
 		}
-		if err == bufio.ErrBufferFull {
+		return nil, fmt.Errorf("%w: resuming the event stream: %v", ErrHTTPTransport, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, t.statusError(resp)
+	}
+	return resp, nil
+}
+
+// scanEvents reads one stream body; done reports the response to id.
+func (t *httpTransport) scanEvents(body io.Reader, id jsonrpc.ID, lastID *string, retry *time.Duration) (json.RawMessage, bool, error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 32<<10), t.opts.MaxMessageBytes+64)
+	sc.Split(splitEventLines)
+	var data []byte
+	hasData, first := false, true
+	for sc.Scan() {
+		line := sc.Bytes()
+		if first {
+			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
+			first = false
+		}
+		if len(line) == 0 { // dispatch
+			if hasData && len(data) > 0 {
+				res, done, err := t.event(data, id)
+				if done {
+					return res, true, err
+				}
+			}
+			data, hasData = data[:0], false
 			continue
 		}
-		if err != nil {
-			if err == io.EOF && len(line) > 0 {
-				return bytes.TrimRight(line, "\r\n"), nil
-			}
-			if err == io.EOF {
-				return nil, io.EOF
-			}
-			return nil, fmt.Errorf("%w: reading the event stream: %v", ErrHTTPTransport, err)
+		if line[0] == ':' {
+			continue
 		}
-		return bytes.TrimRight(line, "\r\n"), nil
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "data":
+			if hasData {
+				data = append(data, '\n')
+			}
+			if len(data)+len(value) > t.opts.MaxMessageBytes {
+				return nil, false, fmt.Errorf("mcp: an event exceeds %d bytes", t.opts.MaxMessageBytes)
+			}
+			data, hasData = append(data, value...), true
+		case "id":
+			if !bytes.ContainsRune(value, 0) {
+				*lastID = string(value)
+			}
+		case "retry":
+			if ms, err := strconv.Atoi(string(value)); err == nil && ms >= 0 {
+				*retry = time.Duration(ms) * time.Millisecond
+			}
+		}
 	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, false, fmt.Errorf("mcp: an event line exceeds %d bytes", t.opts.MaxMessageBytes)
+		}
+		return nil, false, fmt.Errorf("%w: reading the event stream: %v", ErrHTTPTransport, err)
+	}
+	return nil, false, nil // the stream ended without the response
+}
+
+// splitEventLines splits at LF, CR or CRLF, as event streams may.
+func splitEventLines(data []byte, atEOF bool) (int, []byte, error) {
+	i := bytes.IndexAny(data, "\r\n")
+	switch {
+	case i < 0 && atEOF && len(data) > 0:
+		return len(data), data, nil
+	case i < 0:
+		return 0, nil, nil
+	case data[i] == '\n':
+		return i + 1, data[:i], nil
+	case i+1 < len(data):
+		if data[i+1] == '\n' {
+			return i + 2, data[:i], nil
+		}
+		return i + 1, data[:i], nil
+	case atEOF:
+		return i + 1, data[:i], nil
+	}
+	return 0, nil, nil // a CR at the end: wait for a possible LF
 }
 
 // event handles one event's data; done reports the response to id.
@@ -434,12 +651,17 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 	return nil, false, nil
 }
 
-// reply answers a server request with -32601 in the background.
+// reply answers a server request in the background: ping with {} ("The
+// receiver MUST respond promptly with an empty response"), anything else
+// with -32601.
 func (t *httpTransport) reply(id jsonrpc.ID, method string) {
-	body := jsonrpc.AppendErrorResponse(nil, id, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", method))
-	t.bg.Add(1)
-	go func() {
-		defer t.bg.Done()
+	var body []byte
+	if method == methodPing {
+		body = append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":{}`...), '}')
+	} else {
+		body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", method))
+	}
+	t.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
@@ -450,7 +672,23 @@ func (t *httpTransport) reply(id jsonrpc.ID, method string) {
 		if resp, err := t.opts.Client.Do(req); err == nil {
 			resp.Body.Close()
 		}
-	}()
+	})
+}
+
+// idlessError reads an error response whose id is absent or null.
+func idlessError(body []byte) *jsonrpc.Error {
+	var m struct {
+		ID    json.RawMessage `json:"id"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &m) != nil || len(m.Error) == 0 || (len(m.ID) > 0 && string(m.ID) != "null") {
+		return nil
+	}
+	e, err := jsonrpc.ParseError(m.Error)
+	if err != nil {
+		return nil
+	}
+	return e
 }
 
 func (t *httpTransport) statusError(resp *http.Response) error {
@@ -465,6 +703,10 @@ func (t *httpTransport) statusError(resp *http.Response) error {
 			e.RPC = je
 			return e
 		}
+	}
+	if je := idlessError(body); je != nil {
+		e.RPC = je
+		return e
 	}
 	s := string(body)
 	if len(s) > 200 {

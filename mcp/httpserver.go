@@ -28,6 +28,7 @@ import (
 const (
 	DefaultMaxBodyBytes = 4 << 20
 	DefaultKeepAlive    = 15 * time.Second
+	DefaultBodyTimeout  = 30 * time.Second
 )
 
 // Headers of the Streamable HTTP transport (research/mcp-spec.md §3.1).
@@ -46,8 +47,8 @@ const legacyDefaultVersion = "2025-03-26"
 
 // HTTPOptions configures a Streamable HTTP endpoint. The zero value (or nil)
 // accepts requests from any client that sends no Origin or a loopback one,
-// without authentication, with bodies up to 4 MiB and a keep-alive comment
-// every 15 s on event streams.
+// without authentication, with bodies up to 4 MiB read within 30 s, and a
+// keep-alive comment every 15 s on event streams.
 type HTTPOptions struct {
 	// AllowedOrigins lists the origins ("https://app.example.com") a
 	// browser page may call from, besides loopback origins. A request whose
@@ -68,6 +69,8 @@ type HTTPOptions struct {
 	ResourceMetadata string
 	// MaxBodyBytes caps a request body; larger ones get 413. Default 4 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the reading of a request body. Default 30 s.
+	BodyTimeout time.Duration
 	// KeepAlive is the interval of SSE comments on a quiet stream, and how
 	// long a JSON answer may take before the response becomes an event
 	// stream so that it can carry them (proxies end silent connections).
@@ -133,6 +136,9 @@ func newHTTPHandler(b httpBackend, opts *HTTPOptions) *HTTPHandler {
 	if h.opts.KeepAlive == 0 {
 		h.opts.KeepAlive = DefaultKeepAlive
 	}
+	if h.opts.BodyTimeout <= 0 {
+		h.opts.BodyTimeout = DefaultBodyTimeout
+	}
 	h.log = h.opts.Logger
 	if h.log == nil {
 		h.log = slog.Default()
@@ -187,9 +193,26 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: host "+r.Host+" is not allowed", nil)
 		return
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && !h.originAllowed(origin) {
+	origin := r.Header.Get("Origin")
+	if origin != "" && !h.originAllowed(origin) {
 		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: origin "+origin+" is not allowed", nil)
 		return
+	}
+	if origin != "" {
+		// A page on an allowed origin may read the answer (CORS), and its
+		// preflight is answered before authentication: preflights carry
+		// no credentials.
+		hdr := w.Header()
+		hdr.Set("Access-Control-Allow-Origin", origin)
+		hdr.Add("Vary", "Origin")
+		hdr.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hdr.Set("Access-Control-Allow-Methods", "POST")
+			hdr.Set("Access-Control-Allow-Headers", corsHeaders(r.Header.Get("Access-Control-Request-Headers")))
+			hdr.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 	}
 	if !h.authorized(r) {
 		challenge := `Bearer realm="mcp"`
@@ -230,7 +253,20 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// The body must arrive within BodyTimeout (a client trickling it in
+	// would hold the request forever); the deadline is lifted afterwards,
+	// as an event stream may last as long as its call. http.Server's
+	// ReadTimeout cannot do this: it would cut long streams too.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(h.opts.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err == nil {
+		rc.SetReadDeadline(time.Time{})
+	} else {
+		// The connection is not reused; the deadline stays so that
+		// net/http's attempt to drain the rest of the body ends too.
+		w.Header().Set("Connection", "close")
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -276,6 +312,17 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 		Arguments map[string]json.RawMessage `json:"arguments"`
 	}
 	if len(msg.Params) > 0 && msg.Params[0] == '{' {
+		// The members headers mirror must be unambiguous: Go decodes
+		// struct fields case-insensitively, other servers (behind a
+		// bridge) exactly, and a header must be checked against the value
+		// the handler will use.
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(msg.Params, &obj) == nil {
+			if k := caseAmbiguous(obj, "name", "uri", "arguments", "_meta"); k != "" {
+				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+strconvQuote(k)+" is ambiguous (differs from another only in case)", nil)
+				return
+			}
+		}
 		json.Unmarshal(msg.Params, &p) // a bad shape is the handler's -32602
 	}
 	headerVersion, hasHeader := headerValue(r.Header, HeaderProtocolVersion)
@@ -333,8 +380,13 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 			return
 		}
 	}
-	wantsStream := accept.sse && (method == methodListen || (p.Meta != nil && len(p.Meta.ProgressToken) > 0 && string(p.Meta.ProgressToken) != "null"))
-	h.exchange(w, r, body, modern, legacyVersion, accept, wantsStream)
+	if method == methodListen && !accept.sse {
+		httpError(w, http.StatusNotAcceptable, id, jsonrpc.CodeInvalidRequest, "Not Acceptable: subscriptions/listen answers with an event stream (text/event-stream)", nil)
+		return
+	}
+	// The event stream starts with the first notification (or keep-alive),
+	// not before: an error that comes first keeps its status (400, 404).
+	h.exchange(w, r, body, modern, legacyVersion, accept)
 }
 
 func supportedFor(era Era) []string {
@@ -390,7 +442,15 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, method string, hasHeader boo
 		}
 	}
 	if method == methodToolsCall && want != "" {
-		for arg, hname := range h.backend.headerParams(want) {
+		params := h.backend.headerParams(want)
+		names := make([]string, 0, len(params))
+		for arg := range params {
+			names = append(names, arg)
+		}
+		if k := caseAmbiguous(args, names...); k != "" {
+			return jsonrpc.Errorf(CodeHeaderMismatch, "Header mismatch: argument %q is ambiguous (differs from another only in case)", k)
+		}
+		for arg, hname := range params {
 			if e := checkParamHeader(hdr, HeaderParamPrefix+hname, args[arg]); e != nil {
 				return e
 			}
@@ -422,6 +482,38 @@ func checkParamHeader(hdr http.Header, name string, arg json.RawMessage) *jsonrp
 	return nil
 }
 
+// corsHeaders lists the request headers a page may send: the transport's
+// own (Mcp-Param- ones included) and the usual ones.
+func corsHeaders(requested string) string {
+	allowed := []string{"Content-Type", "Accept", "Authorization", HeaderProtocolVersion, HeaderMethod, HeaderName, "Last-Event-ID"}
+	for _, h := range strings.Split(requested, ",") {
+		h = strings.TrimSpace(h)
+		if len(h) > len(HeaderParamPrefix) && strings.EqualFold(h[:len(HeaderParamPrefix)], HeaderParamPrefix) {
+			allowed = append(allowed, h)
+		}
+	}
+	return strings.Join(allowed, ", ")
+}
+
+// caseAmbiguous returns a member of obj that equals one of names only
+// under case folding, or collides with another that way; "" if none.
+func caseAmbiguous(obj map[string]json.RawMessage, names ...string) string {
+	for _, name := range names {
+		n := 0
+		for k := range obj {
+			if strings.EqualFold(k, name) {
+				n++
+				if k != name || n > 1 {
+					return k
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
 // paramEqual compares a decoded header value with a JSON argument: strings
 // as they are, booleans as true/false, numbers numerically ("integer
 // comparison SHOULD be numeric").
@@ -433,8 +525,8 @@ func paramEqual(header string, arg json.RawMessage) bool {
 	case 't', 'f':
 		return header == string(arg)
 	}
-	a, ok1 := new(big.Float).SetString(string(arg))
-	b, ok2 := new(big.Float).SetString(header)
+	a, ok1 := new(big.Rat).SetString(string(arg))
+	b, ok2 := new(big.Rat).SetString(header)
 	return ok1 && ok2 && a.Cmp(b) == 0
 }
 
@@ -445,7 +537,15 @@ func headerValue(h http.Header, name string) (string, bool) {
 	if !ok || len(v) == 0 {
 		return "", false
 	}
-	return strings.Trim(v[0], " \t"), true
+	first := strings.Trim(v[0], " \t")
+	for _, other := range v[1:] {
+		if strings.Trim(other, " \t") != first {
+			// Repeated with different values: an intermediary may read
+			// either one, so the request matches neither.
+			return "<repeated with different values>", true
+		}
+	}
+	return first, true
 }
 
 // decodeHeaderValue undoes the =?base64?...?= form values that are not
@@ -555,7 +655,7 @@ func (h *HTTPHandler) authorized(r *http.Request) bool {
 
 // exchange runs one request on its own connection and turns what the
 // connection writes into the HTTP response.
-func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, line []byte, modern bool, legacyVersion string, accept acceptable, wantsStream bool) {
+func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, line []byte, modern bool, legacyVersion string, accept acceptable) {
 	ex := &exchange{
 		w:      w,
 		rc:     http.NewResponseController(w),
@@ -583,8 +683,10 @@ func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, line []by
 		o.Logger = h.log
 	}
 	conn := rpc.New(ex.in, ex, h.backend.exchangeHandler(modern, legacyVersion), o)
-	ex.conn = conn
-	if wantsStream || !accept.json {
+	h.mu.Lock()
+	ex.conn = conn // abort reads it under h.mu
+	h.mu.Unlock()
+	if !accept.json {
 		ex.mu.Lock()
 		ex.startStreamLocked()
 		ex.mu.Unlock()
@@ -596,11 +698,12 @@ func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, line []by
 		defer t.Stop()
 		tick = t.C
 	}
-	clientGone := false
+	clientGone, finished := false, false
 wait:
 	for {
 		select {
 		case <-ex.final:
+			finished = true
 			break wait
 		case <-conn.Done():
 			// Ended without an answer (a handler that chose not to
@@ -612,6 +715,11 @@ wait:
 		case <-tick:
 			ex.keepAlive()
 		}
+	}
+	if !finished {
+		// A write may be stalled on a client that does not read, holding
+		// the exchange's lock: it must fail now.
+		ex.unblock()
 	}
 	ex.mu.Lock()
 	answered := ex.answered
@@ -770,7 +878,12 @@ func (ex *exchange) eventLocked(line []byte) error {
 // keepAlive sends an SSE comment, turning a slow JSON answer into an event
 // stream first (clients "must ignore comment lines").
 func (ex *exchange) keepAlive() {
-	ex.mu.Lock()
+	// A write in progress (perhaps stalled on a client that does not
+	// read) holds the lock; the stream is not quiet then, and the caller
+	// must stay free to notice the end.
+	if !ex.mu.TryLock() {
+		return
+	}
 	defer ex.mu.Unlock()
 	if ex.closed || ex.answered || !ex.canSSE {
 		return
@@ -781,12 +894,18 @@ func (ex *exchange) keepAlive() {
 	}
 }
 
-// abort cancels the request's handler (Shutdown ran out of time).
+// abort cancels the request's handler and fails a write stalled on a
+// client that does not read (Shutdown ran out of time). Called under h.mu.
 func (ex *exchange) abort() {
+	ex.unblock()
 	if ex.conn != nil {
 		go ex.conn.Close()
 	}
 }
+
+// unblock makes a pending or future write to the client fail at once.
+// It does not take ex.mu, which a stalled write holds.
+func (ex *exchange) unblock() { ex.rc.SetWriteDeadline(time.Now()) }
 
 // postInput is an exchange's input: the request line, then nothing until
 // the exchange ends it (EOF: the request is over, or the server is shutting

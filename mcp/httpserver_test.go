@@ -1,9 +1,12 @@
 package mcp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -478,5 +481,28 @@ func TestHTTPModernOnlyRefusesInitialize(t *testing.T) {
 	}
 	if code, _ := errCode(t, rec.Body()); code != mcp.CodeUnsupportedProtocolVersion {
 		t.Errorf("code %d", code)
+	}
+}
+
+// A client that trickles its body in is answered 400 once BodyTimeout
+// passes, instead of holding the request forever.
+func TestHTTPSlowBodyTimesOut(t *testing.T) {
+	h := newServer(nil).HTTPHandler(&mcp.HTTPOptions{BodyTimeout: 100 * time.Millisecond})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer h.Shutdown(context.Background())
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("status %d", resp.StatusCode)
 	}
 }
