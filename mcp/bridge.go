@@ -69,12 +69,7 @@ func (b *Bridge) headerParams(tool string) map[string]string {
 }
 
 func (b *Bridge) learnTools(tools []Tool) {
-	m := map[string]map[string]string{}
-	for _, t := range tools {
-		if h := schemaHeaders(t.InputSchema); h != nil {
-			m[t.Name] = h
-		}
-	}
+	m := toolHeaderMap(tools)
 	b.mu.Lock()
 	b.toolHeaders = m
 	b.mu.Unlock()

@@ -206,12 +206,7 @@ type envelope struct {
 // learnTools remembers which tool arguments travel in Mcp-Param- headers
 // ("clients MUST support" x-mcp-header).
 func (t *httpTransport) learnTools(tools []Tool) {
-	m := map[string]map[string]string{}
-	for _, tool := range tools {
-		if h := schemaHeaders(tool.InputSchema); h != nil {
-			m[tool.Name] = h
-		}
-	}
+	m := toolHeaderMap(tools)
 	t.mu.Lock()
 	t.toolHeaders = m
 	t.mu.Unlock()

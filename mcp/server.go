@@ -183,6 +183,17 @@ func (s *Server) headerParams(tool string) map[string]string {
 	return nil
 }
 
+// toolHeaderMap maps each tool that has x-mcp-header arguments to them.
+func toolHeaderMap(tools []Tool) map[string]map[string]string {
+	m := map[string]map[string]string{}
+	for _, t := range tools {
+		if h := schemaHeaders(t.InputSchema); h != nil {
+			m[t.Name] = h
+		}
+	}
+	return m
+}
+
 // schemaHeaders reads the x-mcp-header annotations of a tool's top-level
 // properties ("statically reachable via properties only").
 func schemaHeaders(schema json.RawMessage) map[string]string {
