@@ -719,9 +719,17 @@ func (t *Turn) Update(update any) error {
 	return t.req.Notify(MethodUpdate, map[string]any{"sessionId": t.Session.ID, "update": update})
 }
 
-// MessageChunk streams an agent_message_chunk with text.
+// MessageChunk streams an agent_message_chunk with text. It is the most
+// frequent message of a turn, so it is encoded directly rather than
+// through maps and reflection.
 func (t *Turn) MessageChunk(text string) error {
-	return t.Update(map[string]any{"sessionUpdate": "agent_message_chunk", "content": TextBlock(text)})
+	msg := make([]byte, 0, 112+len(t.Session.ID)+len(text))
+	msg = append(msg, `{"sessionId":`...)
+	msg = jsonrpc.AppendString(msg, t.Session.ID)
+	msg = append(msg, `,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`...)
+	msg = jsonrpc.AppendString(msg, text)
+	msg = append(msg, `}}}`...)
+	return t.req.Notify(MethodUpdate, json.RawMessage(msg))
 }
 
 // RequestPermission asks the client (session/request_permission) and

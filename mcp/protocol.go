@@ -3,6 +3,8 @@ package mcp
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/agentwire/agentwire/jsonrpc"
 )
 
 // Protocol versions. Modern versions carry version, identity and
@@ -124,6 +126,45 @@ type ToolResult struct {
 	Content           []Content `json:"content"`
 	StructuredContent any       `json:"structuredContent,omitempty"`
 	IsError           bool      `json:"isError,omitempty"`
+}
+
+// appendJSON encodes the result without reflection for the common blocks;
+// suffix, when not empty, is spliced in as the last members (a modern
+// result's resultType and _meta).
+func (r *ToolResult) appendJSON(dst []byte, suffix []byte) json.RawMessage {
+	dst = append(dst, `{"content":[`...)
+	for i, c := range r.Content {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		switch c.Type {
+		case "text":
+			dst = append(dst, `{"type":"text","text":`...)
+			dst = jsonrpc.AppendString(dst, c.Text)
+			dst = append(dst, '}')
+		default:
+			b, err := c.MarshalJSON()
+			if err != nil {
+				b = []byte(`{"type":"text","text":""}`)
+			}
+			dst = append(dst, b...)
+		}
+	}
+	dst = append(dst, ']')
+	if r.StructuredContent != nil {
+		if b, err := json.Marshal(r.StructuredContent); err == nil {
+			dst = append(dst, `,"structuredContent":`...)
+			dst = append(dst, b...)
+		}
+	}
+	if r.IsError {
+		dst = append(dst, `,"isError":true`...)
+	}
+	if len(suffix) > 0 {
+		dst = append(dst, ',')
+		dst = append(dst, suffix...)
+	}
+	return append(dst, '}')
 }
 
 // TextResult is a one-block text result.

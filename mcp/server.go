@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,6 +79,10 @@ type Server struct {
 	tools   map[string]*registeredTool
 	order   []string
 	changed chan struct{} // closed and replaced whenever the tool set changes
+
+	// modernSuffix is what every 2026-07-28 result ends with: resultType
+	// and the server's identity in _meta, encoded once.
+	modernSuffix []byte
 }
 
 // NewServer returns a server that introduces itself as info.
@@ -89,6 +94,8 @@ func NewServer(info Implementation, opts *ServerOptions) *Server {
 	if s.opts.Logger == nil {
 		s.opts.Logger = slog.Default()
 	}
+	meta, _ := json.Marshal(map[string]any{MetaServerInfo: s.info})
+	s.modernSuffix = append([]byte(`"resultType":"complete","_meta":`), meta...)
 	return s
 }
 
@@ -256,6 +263,14 @@ func (s *Server) tool(name string) *registeredTool {
 	return s.tools[name]
 }
 
+// toolBytes is tool for a name still in the request's bytes (the map
+// lookup does not copy them).
+func (s *Server) toolBytes(name []byte) *registeredTool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tools[string(name)]
+}
+
 // session is the per-connection handler. Modern requests are served
 // statelessly; legacy state (initialized, the negotiated version) is scoped
 // to the connection. Answering server/discover pins nothing: a client may
@@ -277,20 +292,16 @@ func invalidParams(format string, args ...any) error {
 }
 
 func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
-	var p requestParams
-	if len(req.Params) > 0 && req.Params[0] == '{' {
-		if err := json.Unmarshal(req.Params, &p); err != nil {
-			return nil, invalidParams("invalid params: %v", err)
-		}
-	}
 	if req.IsNotification() {
 		ss.notification(req)
 		return nil, nil
 	}
-	if ss.forceModern || (p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Era != LegacyOnly) {
-		return ss.modern(ctx, req, p.Meta)
+	var p params
+	parseParams(req.Params, &p)
+	if ss.forceModern || (p.meta != nil && p.meta.ProtocolVersion != nil && ss.srv.opts.Era != LegacyOnly) {
+		return ss.modern(ctx, req, &p)
 	}
-	return ss.legacy(ctx, req)
+	return ss.legacy(ctx, req, &p)
 }
 
 func (ss *session) notification(req *rpc.Request) {
@@ -310,8 +321,17 @@ func checkModernMeta(m *requestMeta) (version string, err error) {
 	if m == nil {
 		return "", invalidParams("invalid params: _meta with %q and %q is required", MetaProtocolVersion, MetaClientCapabilities)
 	}
-	if err := json.Unmarshal(m.ProtocolVersion, &version); err != nil || string(m.ProtocolVersion) == "null" {
-		return "", invalidParams("invalid params: _meta[%q] must be a string", MetaProtocolVersion)
+	for _, v := range ModernVersions {
+		// The common case, without decoding: "2026-07-28" as sent.
+		if len(m.ProtocolVersion) == len(v)+2 && string(m.ProtocolVersion[1:len(v)+1]) == v && m.ProtocolVersion[0] == '"' {
+			version = v
+		}
+	}
+	if version == "" {
+		var ok bool
+		if version, ok = rawString(m.ProtocolVersion); !ok {
+			return "", invalidParams("invalid params: _meta[%q] must be a string", MetaProtocolVersion)
+		}
 	}
 	if !IsModern(version) {
 		return "", jsonrpc.NewError(CodeUnsupportedProtocolVersion, "Unsupported protocol version",
@@ -326,8 +346,8 @@ func checkModernMeta(m *requestMeta) (version string, err error) {
 	return version, nil
 }
 
-func (ss *session) modern(ctx context.Context, req *rpc.Request, m *requestMeta) (any, error) {
-	version, err := checkModernMeta(m)
+func (ss *session) modern(ctx context.Context, req *rpc.Request, p *params) (any, error) {
+	version, err := checkModernMeta(p.meta)
 	if err != nil {
 		return nil, err
 	}
@@ -351,11 +371,11 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, m *requestMeta)
 			"cacheScope": cacheScopePublic,
 		}), nil
 	case methodToolsCall:
-		res, err := ss.callTool(ctx, req, m, version)
+		res, err := ss.callTool(ctx, req, p, version)
 		if err != nil {
 			return nil, err
 		}
-		return ss.modernResult(res), nil
+		return res.appendJSON(make([]byte, 0, 256), ss.srv.modernSuffix), nil
 	case methodListen:
 		return ss.listen(ctx, req)
 	}
@@ -436,16 +456,26 @@ type callParams struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-func (ss *session) callTool(ctx context.Context, req *rpc.Request, m *requestMeta, version string) (*ToolResult, error) {
-	var p callParams
-	if err := json.Unmarshal(req.Params, &p); err != nil || p.Name == "" {
+func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, version string) (*ToolResult, error) {
+	m := p.meta
+	if len(p.name) < 3 || p.name[0] != '"' {
 		return nil, invalidParams("invalid params: tools/call needs a tool name")
 	}
-	t := ss.srv.tool(p.Name)
-	if t == nil {
-		return nil, invalidParams("unknown tool: %s", p.Name)
+	var t *registeredTool
+	if raw := p.name[1 : len(p.name)-1]; bytes.IndexByte(raw, '\\') < 0 {
+		t = ss.srv.toolBytes(raw)
+	} else if name, ok := rawString(p.name); ok {
+		t = ss.srv.tool(name)
 	}
-	tr := &ToolRequest{Name: p.Name, Arguments: p.Arguments, ProtocolVersion: version, rpc: req}
+	if t == nil {
+		name, _ := rawString(p.name)
+		return nil, invalidParams("unknown tool: %s", name)
+	}
+	args := p.arguments
+	if string(args) == "null" {
+		args = nil
+	}
+	tr := &ToolRequest{Name: t.tool.Name, Arguments: args, ProtocolVersion: version, rpc: req}
 	if m != nil && len(m.ProgressToken) > 0 && string(m.ProgressToken) != "null" {
 		tr.progressToken = m.ProgressToken
 	}
@@ -570,7 +600,7 @@ type initializeParams struct {
 	ClientInfo      json.RawMessage `json:"clientInfo"`
 }
 
-func (ss *session) legacy(ctx context.Context, req *rpc.Request) (any, error) {
+func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *params) (any, error) {
 	s := ss.srv
 	ss.mu.Lock()
 	ready := ss.legacyVersion != ""
@@ -606,12 +636,11 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request) (any, error) {
 		if req.Method == methodToolsList {
 			return map[string]any{"tools": s.listTools()}, nil
 		}
-		var m *requestMeta
-		var p requestParams
-		if json.Unmarshal(req.Params, &p) == nil {
-			m = p.Meta
+		res, err := ss.callTool(ctx, req, p, version)
+		if err != nil {
+			return nil, err
 		}
-		return ss.callTool(ctx, req, m, version)
+		return res.appendJSON(make([]byte, 0, 256), nil), nil
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 }

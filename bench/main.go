@@ -1,0 +1,218 @@
+// Command bench measures agentwire against the other Go implementations of
+// JSON-RPC, MCP and ACP, in one run, and writes results/report.md and
+// results/ratios.png.
+//
+//	cd bench && go run .            # about 1.5 minutes on 2 cores
+//	cd bench && go run . -quick     # one short round, a smoke test
+//
+// Every server is driven by the same allocation-free raw pipe client (the
+// client's cost is the same for all), in-process over OS pipes and across a
+// real subprocess (this binary re-executed with -serve NAME). Rounds are
+// interleaved and shuffled, and each figure is the median over rounds of
+// the ratio to the hand-written loop measured in the same round: the
+// machine is shared and noisy, absolute figures move 20-30 % between runs,
+// ratios much less.
+//
+// This is a separate module so that the peers (creachadair/jrpc2,
+// sourcegraph/jsonrpc2, the official go-sdk, mark3labs/mcp-go,
+// coder/acp-go-sdk) never enter agentwire's own dependency graph.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	serve := flag.String("serve", "", "internal: serve the named server on stdin/stdout")
+	out := flag.String("out", "results", "directory for report.md and ratios.png")
+	rounds := flag.Int("rounds", 5, "interleaved rounds")
+	dur := flag.Duration("dur", 150*time.Millisecond, "target duration of each measurement")
+	quick := flag.Bool("quick", false, "one short round: a smoke test of the harness")
+	only := flag.String("only", "", "comma-separated servers to run (raw is always included); default all")
+	noExtremes := flag.Bool("no-extremes", false, "skip the large-message and flood workloads")
+	flag.Parse()
+	log.SetOutput(io.Discard) // mcp-go logs through the standard logger in-process
+	if *serve != "" {
+		if err := serveStdio(*serve); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *quick {
+		*rounds, *dur = 1, 30*time.Millisecond
+	}
+	if *only != "" {
+		keep := strings.Split(*only+",raw", ",")
+		servers = slices.DeleteFunc(servers, func(s server) bool { return !slices.Contains(keep, s.name) })
+	}
+	start := time.Now()
+	r := &run{rounds: *rounds, dur: *dur, samples: map[key][]sample{}}
+	if err := r.throughput(); err != nil {
+		fail(err)
+	}
+	if !*noExtremes {
+		if err := r.extremes(); err != nil {
+			fail(err)
+		}
+	}
+	r.elapsed = time.Since(start)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(*out, "report.md"), []byte(r.report()), 0o644); err != nil {
+		fail(err)
+	}
+	if err := writeChart(filepath.Join(*out, "ratios.png"), r); err != nil {
+		fail(err)
+	}
+	fmt.Printf("wrote %s and %s in %v\n", filepath.Join(*out, "report.md"), filepath.Join(*out, "ratios.png"), r.elapsed.Round(time.Second))
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+type key struct {
+	server, place, mode string // place: in-process|subprocess; mode: sequential|pipelined
+}
+
+type sample struct {
+	nsPerOp float64
+	p50     float64 // sequential only
+	allocs  float64 // in-process sequential only
+	bytes   float64
+}
+
+type run struct {
+	rounds  int
+	dur     time.Duration
+	samples map[key][]sample
+	big     map[string]bigResult
+	over    map[string]string
+	flood   map[string]floodResult
+	elapsed time.Duration
+}
+
+var places = []string{"in-process", "subprocess"}
+
+func start(place string, s server) (*conn, error) {
+	if place == "in-process" {
+		return startInProcess(s)
+	}
+	return startSubprocess(s)
+}
+
+// throughput runs the sequential and pipelined workloads, interleaved and
+// shuffled, round after round.
+func (r *run) throughput() error {
+	lat := make([]time.Duration, 0, 1<<16)
+	for round := range r.rounds {
+		order := slices.Clone(servers)
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		ps := slices.Clone(places)
+		rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+		for _, place := range ps {
+			for _, s := range order {
+				fmt.Fprintf(os.Stderr, "round %d/%d %-10s %s\n", round+1, r.rounds, place, s.name)
+				if err := r.measure(place, s, &lat); err != nil {
+					return fmt.Errorf("%s %s: %w", place, s.name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *run) measure(place string, s server, lat *[]time.Duration) error {
+	c, err := start(place, s)
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	// Warm up, and estimate the cost of one round trip.
+	warm, err := c.sequential(200, *lat)
+	if err != nil {
+		return err
+	}
+	var total time.Duration
+	for _, d := range warm {
+		total += d
+	}
+	per := total / time.Duration(len(warm))
+	n := clamp(int(r.dur/max(per, time.Microsecond)), 100, 50000)
+
+	var before, after runtime.MemStats
+	if place == "in-process" {
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+	}
+	seq, err := c.sequential(n, *lat)
+	if err != nil {
+		return err
+	}
+	sm := sample{}
+	if place == "in-process" {
+		runtime.ReadMemStats(&after)
+		sm.allocs = float64(after.Mallocs-before.Mallocs) / float64(n)
+		sm.bytes = float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
+	}
+	total = 0
+	for _, d := range seq {
+		total += d
+	}
+	sm.nsPerOp = float64(total) / float64(n)
+	slices.Sort(seq)
+	sm.p50 = float64(seq[len(seq)/2])
+	*lat = seq
+	r.samples[key{s.name, place, "sequential"}] = append(r.samples[key{s.name, place, "sequential"}], sm)
+
+	window := 64
+	if s.work == wACP {
+		window = acpSessions // one prompt per session at a time
+	}
+	np := clamp(int(3*r.dur/max(per, time.Microsecond)), 200, 200000)
+	d, err := c.pipelined(np, window)
+	if err != nil {
+		return err
+	}
+	r.samples[key{s.name, place, "pipelined"}] = append(r.samples[key{s.name, place, "pipelined"}], sample{nsPerOp: float64(d) / float64(np)})
+	return nil
+}
+
+func clamp(n, lo, hi int) int { return min(max(n, lo), hi) }
+
+// ratio returns, per round, the server's throughput relative to the raw
+// loop's in the same round (raw ns / server ns), and their median.
+func (r *run) ratio(server, place, mode string, field func(sample) float64) (median, lo, hi float64, ok bool) {
+	ss, rs := r.samples[key{server, place, mode}], r.samples[key{"raw", place, mode}]
+	if len(ss) == 0 || len(ss) != len(rs) {
+		return 0, 0, 0, false
+	}
+	vals := make([]float64, len(ss))
+	for i := range ss {
+		vals[i] = field(rs[i]) / field(ss[i])
+	}
+	slices.Sort(vals)
+	return vals[len(vals)/2], vals[0], vals[len(vals)-1], true
+}
+
+func medianOf(ss []sample, field func(sample) float64) float64 {
+	vals := make([]float64, len(ss))
+	for i, s := range ss {
+		vals[i] = field(s)
+	}
+	slices.Sort(vals)
+	return vals[len(vals)/2]
+}
