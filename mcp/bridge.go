@@ -431,10 +431,6 @@ func rawOr(raw json.RawMessage, def string) json.RawMessage {
 	return raw
 }
 
-// cacheable are the methods whose 2026-07-28 results carry ttlMs and
-// cacheScope (research §1.11).
-var cacheable = []string{methodToolsList, "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
-
 // withModernResult adds what a 2026-07-28 result carries to a legacy
 // server's result: resultType, serverInfo, and for cacheable results the
 // cache hints, which a legacy server cannot give ("do not cache").

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"slices"
 
@@ -88,12 +89,21 @@ type ToolAnnotations struct {
 // Hint returns a pointer to b, for ToolAnnotations.
 func Hint(b bool) *bool { return &b }
 
-// Content is one block of a tool result. Text is the common case.
+// Content is one block of a tool result or a prompt message: text, image,
+// audio (Data base64-encoded, with MimeType), an embedded resource
+// (Resource), or a link to a resource (resource_link: URI, Name, ...).
 type Content struct {
 	Type     string `json:"type"`
 	Text     string `json:"text,omitempty"`
 	Data     string `json:"data,omitempty"`
 	MimeType string `json:"mimeType,omitempty"`
+	// Resource is the embedded resource of a "resource" block.
+	Resource *ResourceContents `json:"resource,omitempty"`
+	// URI, Name, Title and Description describe a "resource_link" block.
+	URI         string `json:"uri,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
 }
 
 // MarshalJSON writes the members the block's type requires: a text block
@@ -111,6 +121,24 @@ func (c Content) MarshalJSON() ([]byte, error) {
 			Data     string `json:"data"`
 			MimeType string `json:"mimeType"`
 		}{c.Type, c.Data, c.MimeType})
+	case "resource":
+		r := c.Resource
+		if r == nil {
+			r = &ResourceContents{}
+		}
+		return json.Marshal(struct {
+			Type     string            `json:"type"`
+			Resource *ResourceContents `json:"resource"`
+		}{c.Type, r})
+	case "resource_link":
+		return json.Marshal(struct {
+			Type        string `json:"type"`
+			URI         string `json:"uri"`
+			Name        string `json:"name"`
+			Title       string `json:"title,omitempty"`
+			Description string `json:"description,omitempty"`
+			MimeType    string `json:"mimeType,omitempty"`
+		}{c.Type, c.URI, c.Name, c.Title, c.Description, c.MimeType})
 	}
 	type plain Content
 	return json.Marshal(plain(c))
@@ -118,6 +146,24 @@ func (c Content) MarshalJSON() ([]byte, error) {
 
 // Text returns a text content block.
 func Text(s string) Content { return Content{Type: "text", Text: s} }
+
+// Image returns an image block (data is sent base64-encoded).
+func Image(data []byte, mimeType string) Content {
+	return Content{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mimeType}
+}
+
+// Audio returns an audio block (data is sent base64-encoded).
+func Audio(data []byte, mimeType string) Content {
+	return Content{Type: "audio", Data: base64.StdEncoding.EncodeToString(data), MimeType: mimeType}
+}
+
+// EmbeddedResource returns a block carrying a resource's contents.
+func EmbeddedResource(r ResourceContents) Content { return Content{Type: "resource", Resource: &r} }
+
+// ResourceLink returns a block pointing at a resource the client may read.
+func ResourceLink(r Resource) Content {
+	return Content{Type: "resource_link", URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MIMEType}
+}
 
 // ToolResult is the result of tools/call. A tool that fails in a way the
 // model should see (bad arguments, a failed lookup) returns IsError: true

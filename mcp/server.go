@@ -83,6 +83,14 @@ type Server struct {
 	// modernSuffix is what every 2026-07-28 result ends with: resultType
 	// and the server's identity in _meta, encoded once.
 	modernSuffix []byte
+
+	resources     map[string]*registeredResource
+	resourceOrder []string
+	templates     []*registeredTemplate
+	resourceSubs  map[string][]*rpc.Conn // legacy resources/subscribe
+	prompts       map[string]*registeredPrompt
+	promptOrder   []string
+	completion    CompletionHandler
 }
 
 // NewServer returns a server that introduces itself as info.
@@ -243,8 +251,30 @@ func (s *Server) supportedVersions() []string {
 	return append(slices.Clone(ModernVersions), LegacyVersions...)
 }
 
-func (s *Server) capabilities() map[string]any {
-	return map[string]any{"tools": map[string]any{"listChanged": true}}
+// capabilities declares what the server has: tools always; resources,
+// prompts and completions once registered; logging and resource
+// subscriptions only to legacy clients (2026-07-28 removed both methods).
+func (s *Server) capabilities(modern bool) map[string]any {
+	c := map[string]any{"tools": map[string]any{"listChanged": true}}
+	if s.hasResources() {
+		if modern {
+			c["resources"] = map[string]any{}
+		} else {
+			c["resources"] = map[string]any{"subscribe": true}
+		}
+	}
+	if s.hasPrompts() {
+		c["prompts"] = map[string]any{}
+	}
+	s.mu.Lock()
+	if s.completion != nil {
+		c["completions"] = map[string]any{}
+	}
+	s.mu.Unlock()
+	if !modern {
+		c["logging"] = map[string]any{}
+	}
+	return c
 }
 
 func (s *Server) listTools() []Tool {
@@ -285,6 +315,7 @@ type session struct {
 	initialized   bool
 	legacyVersion string
 	watching      bool
+	logLevel      string // legacy logging/setLevel; "info" until set
 }
 
 func invalidParams(format string, args ...any) error {
@@ -356,7 +387,7 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *params) (any
 	case methodDiscover:
 		r := map[string]any{
 			"supportedVersions": s.supportedVersions(),
-			"capabilities":      s.capabilities(),
+			"capabilities":      s.capabilities(true),
 			"ttlMs":             s.opts.CacheTTL.Milliseconds(),
 			"cacheScope":        cacheScopePublic,
 		}
@@ -378,6 +409,17 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *params) (any
 		return res.appendJSON(make([]byte, 0, 256), ss.srv.modernSuffix), nil
 	case methodListen:
 		return ss.listen(ctx, req)
+	}
+	if res, err, ok := ss.feature(ctx, req, p, version); ok {
+		if err != nil {
+			return nil, err
+		}
+		r := ss.modernResult(res)
+		if slices.Contains(cacheable, req.Method) {
+			r["ttlMs"] = s.opts.CacheTTL.Milliseconds()
+			r["cacheScope"] = cacheScopePublic
+		}
+		return r, nil
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (not available in protocol version %s)", req.Method, version)
 }
@@ -449,6 +491,49 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 	}
 }
 
+// feature serves the methods both eras share beyond tools: resources,
+// prompts and completion; ok is false for any other method, and for a
+// feature the server has nothing of (then the method is unknown).
+func (ss *session) feature(ctx context.Context, req *rpc.Request, p *params, version string) (any, error, bool) {
+	s := ss.srv
+	switch req.Method {
+	case "resources/list":
+		if s.hasResources() {
+			return map[string]any{"resources": s.listResources()}, nil, true
+		}
+	case "resources/templates/list":
+		if s.hasResources() {
+			return map[string]any{"resourceTemplates": s.listTemplates()}, nil, true
+		}
+	case "resources/read":
+		if s.hasResources() {
+			res, err := ss.readResource(ctx, p, version)
+			return res, err, true
+		}
+	case "prompts/list":
+		if s.hasPrompts() {
+			return map[string]any{"prompts": s.listPrompts()}, nil, true
+		}
+	case "prompts/get":
+		if s.hasPrompts() {
+			res, err := ss.getPrompt(ctx, p, version)
+			return res, err, true
+		}
+	case "completion/complete":
+		s.mu.Lock()
+		has := s.completion != nil
+		s.mu.Unlock()
+		if has {
+			res, err := ss.complete(ctx, req.Params)
+			return res, err, true
+		}
+	}
+	return nil, nil, false
+}
+
+// cacheable are the results that carry ttlMs and cacheScope (SEP-2549).
+var cacheable = []string{methodToolsList, "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+
 // ----- tools -----
 
 type callParams struct {
@@ -476,6 +561,11 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 		args = nil
 	}
 	tr := &ToolRequest{Name: t.tool.Name, Arguments: args, ProtocolVersion: version, rpc: req}
+	if !IsModern(version) {
+		ss.mu.Lock()
+		tr.logLevel = ss.logLevel
+		ss.mu.Unlock()
+	}
 	if m != nil && len(m.ProgressToken) > 0 && string(m.ProgressToken) != "null" {
 		tr.progressToken = m.ProgressToken
 	}
@@ -577,7 +667,11 @@ var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critica
 // otherwise it does nothing: a server must never log unasked (2026-07-28:
 // logging is per request). It reports whether the message was sent.
 func (r *ToolRequest) Log(level, logger string, data any) (bool, error) {
-	want := slices.Index(LogLevels, r.logLevel)
+	threshold := r.logLevel
+	if threshold == "" && !IsModern(r.ProtocolVersion) {
+		threshold = "info" // a legacy client that has not called logging/setLevel
+	}
+	want := slices.Index(LogLevels, threshold)
 	have := slices.Index(LogLevels, level)
 	if want < 0 || have < 0 || have < want {
 		return false, nil
@@ -641,6 +735,19 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *params) (any
 			return nil, err
 		}
 		return res.appendJSON(make([]byte, 0, 256), nil), nil
+	case "resources/subscribe", "resources/unsubscribe":
+		if !ready {
+			return nil, jsonrpc.Errorf(codeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
+		}
+		return ss.subscribe(req.Conn(), p, req.Method == "resources/subscribe")
+	case "logging/setLevel":
+		return ss.setLevel(req.Params)
+	}
+	if res, err, ok := ss.feature(ctx, req, p, version); ok {
+		if !ready && err == nil {
+			return nil, jsonrpc.Errorf(codeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
+		}
+		return res, err
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 }
@@ -666,7 +773,7 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 	}
 	r := map[string]any{
 		"protocolVersion": version,
-		"capabilities":    ss.srv.capabilities(),
+		"capabilities":    ss.srv.capabilities(false),
 		"serverInfo":      ss.srv.info,
 	}
 	if ss.srv.opts.Instructions != "" {

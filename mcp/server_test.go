@@ -253,7 +253,7 @@ func TestLegacyHandshakeAfterProbe(t *testing.T) {
 			t.Errorf("tools/list before initialize: code %d", c)
 		}
 		jsonEq(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)),
-			`{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"test-server","version":"0.1"}}}`)
+			`{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":"2025-06-18","capabilities":{"logging":{},"tools":{"listChanged":true}},"serverInfo":{"name":"test-server","version":"0.1"}}}`)
 		if got := w.Exchange(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); len(got) != 0 {
 			t.Fatalf("initialized answered: %q", got)
 		}

@@ -40,11 +40,12 @@ func runServe(args []string, stderr io.Writer) int {
 	if name == "acp" {
 		maxBackground = fs.Int("max-background", acp.DefaultMaxBackground, "prompts and MCP bridge requests running at once per connection")
 	}
-	var era, httpAddr *string
+	var era, httpAddr, fixtureSet *string
 	var hf *httpFlags
 	var legacySilent, ignoreEOF, ignoreTerm, noGuard *bool
 	if name == "mcp" {
 		httpAddr = fs.String("http", "", "serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1) instead of stdio")
+		fixtureSet = fs.String("fixtures", "", "add a fixture set: conformance (the MCP conformance suite's tools, resources and prompts)")
 		hf = addHTTPFlags(fs)
 		era = fs.String("era", "dual", "dual, modern or legacy")
 		legacySilent = fs.Bool("legacy-silent", false, "as a legacy server, answer nothing before initialize")
@@ -77,6 +78,10 @@ func runServe(args []string, stderr io.Writer) int {
 		Logger:                logger,
 	}
 
+	if fixtureSet != nil && *fixtureSet != "" && *fixtureSet != "conformance" {
+		fmt.Fprintf(stderr, "agentwire serve mcp: unknown --fixtures %q (conformance)\n", *fixtureSet)
+		return 2
+	}
 	if era != nil && *era != "dual" && *era != "modern" && *era != "legacy" {
 		fmt.Fprintf(stderr, "agentwire serve mcp: bad --era %q (dual, modern or legacy)\n", *era)
 		return 2
@@ -98,7 +103,7 @@ func runServe(args []string, stderr io.Writer) int {
 		so := mcp.ServerOptions{Logger: logger, Era: eraOf(*era)}
 		o := hf.httpOptions(addr, logger)
 		o.Conn = base
-		h := seedserver.New(seedserver.Options{Server: so, Stderr: stderr}).HTTPHandler(o)
+		h := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet}).HTTPHandler(o)
 		return serveHTTP("serve mcp", addr, h, stderr, logger)
 	}
 	if httpAddr == nil || *httpAddr == "" {
@@ -108,7 +113,7 @@ func runServe(args []string, stderr io.Writer) int {
 		}
 	}
 	if *listen != "" {
-		return serveListen(name, *listen, stderr, logger, base, maxBackground, era, legacySilent)
+		return serveListen(name, *listen, stderr, logger, base, maxBackground, era, legacySilent, fixtureSet)
 	}
 	var conn interface{ Wait() error }
 	var err error
@@ -132,7 +137,7 @@ func runServe(args []string, stderr io.Writer) int {
 		if *ignoreTerm {
 			signal.Ignore(syscall.SIGTERM)
 		}
-		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr})
+		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet})
 		conn, err = srv.ServeStdio(&stdio.Config{NoGuard: *noGuard}, base)
 	}
 	if err != nil {
@@ -165,7 +170,7 @@ func eraOf(s string) mcp.Era {
 // serveListen serves clients on a socket until SIGINT or SIGTERM: each gets
 // its own connection, as if it had started the server itself.
 func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base *rpc.Options,
-	maxBackground *int, era *string, legacySilent *bool) int {
+	maxBackground *int, era *string, legacySilent *bool, fixtureSet *string) int {
 	var newConn func() (rpc.Handler, *rpc.Options)
 	switch name {
 	case "echo":
@@ -178,7 +183,7 @@ func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base 
 		case "legacy":
 			so.Era = mcp.LegacyOnly
 		}
-		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr})
+		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet})
 		newConn = func() (rpc.Handler, *rpc.Options) { return srv.Handler(), srv.ConnOptions(base) }
 	case "acp":
 		agent := acpdemo.New()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwire/agentwire/internal/fixtures"
 	"github.com/agentwire/agentwire/mcp"
 )
 
@@ -25,6 +26,9 @@ type Options struct {
 	Stderr io.Writer
 	// Exit ends the process (crash). Nil means os.Exit.
 	Exit func(code int)
+	// Fixtures names extra fixtures to add: "conformance" (the tools,
+	// resources and prompts of the MCP conformance suite) or "".
+	Fixtures string
 }
 
 type echoArgs struct {
@@ -117,6 +121,9 @@ func New(opts Options) *mcp.Server {
 			return nil, nil
 		})
 	addDiagnostics(s)
+	if opts.Fixtures == "conformance" {
+		fixtures.Conformance(s)
+	}
 	return s
 }
 

@@ -1,0 +1,453 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// ----- resources -----
+
+// Resource describes a resource in resources/list.
+type Resource struct {
+	URI         string `json:"uri"`
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	MIMEType    string `json:"mimeType,omitempty"`
+	Size        int64  `json:"size,omitempty"`
+}
+
+// ResourceTemplate describes a family of resources whose URIs match an
+// RFC 6570 level-1 template ("file:///{path}").
+type ResourceTemplate struct {
+	URITemplate string `json:"uriTemplate"`
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	MIMEType    string `json:"mimeType,omitempty"`
+}
+
+// ResourceContents is what reading a resource returns: Text, or Blob
+// (sent base64-encoded).
+type ResourceContents struct {
+	URI      string `json:"uri"`
+	MIMEType string `json:"mimeType,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Blob     []byte `json:"blob,omitempty"`
+}
+
+// MarshalJSON writes text or blob, whichever the contents are (an empty
+// text is still text).
+func (c ResourceContents) MarshalJSON() ([]byte, error) {
+	if c.Blob != nil {
+		type blob struct {
+			URI      string `json:"uri"`
+			MIMEType string `json:"mimeType,omitempty"`
+			Blob     []byte `json:"blob"`
+		}
+		return json.Marshal(blob{c.URI, c.MIMEType, c.Blob})
+	}
+	type text struct {
+		URI      string `json:"uri"`
+		MIMEType string `json:"mimeType,omitempty"`
+		Text     string `json:"text"`
+	}
+	return json.Marshal(text{c.URI, c.MIMEType, c.Text})
+}
+
+// ReadRequest is one resources/read as a resource handler sees it.
+type ReadRequest struct {
+	URI string
+	// Vars are the template's variables, for a resource read through a
+	// ResourceTemplate.
+	Vars            map[string]string
+	ProtocolVersion string
+}
+
+// ResourceHandler reads a resource. ErrResourceNotFound (or nil contents)
+// answers "Resource not found".
+type ResourceHandler func(ctx context.Context, req *ReadRequest) ([]ResourceContents, error)
+
+// ErrResourceNotFound is what a ResourceHandler returns for a URI it does
+// not have: the client gets -32602 with data.uri (2026-07-28, SEP-2164;
+// -32002 before).
+var ErrResourceNotFound = errors.New("mcp: resource not found")
+
+type registeredResource struct {
+	res     Resource
+	handler ResourceHandler
+}
+
+type registeredTemplate struct {
+	tmpl    ResourceTemplate
+	re      *regexp.Regexp
+	vars    []string
+	handler ResourceHandler
+}
+
+// AddResource registers (or replaces) a resource.
+func (s *Server) AddResource(r Resource, h ResourceHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resources == nil {
+		s.resources = map[string]*registeredResource{}
+	}
+	if _, ok := s.resources[r.URI]; !ok {
+		s.resourceOrder = append(s.resourceOrder, r.URI)
+	}
+	s.resources[r.URI] = &registeredResource{res: r, handler: h}
+}
+
+// AddResourceTemplate registers a template: reads of URIs that match it go
+// to h with the variables in ReadRequest.Vars. A variable matches one path
+// segment ({id}) or, written {+path}, any run of characters.
+func (s *Server) AddResourceTemplate(t ResourceTemplate, h ResourceHandler) error {
+	re, vars, err := compileTemplate(t.URITemplate)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templates = append(s.templates, &registeredTemplate{tmpl: t, re: re, vars: vars, handler: h})
+	return nil
+}
+
+var templateVar = regexp.MustCompile(`\{(\+?)([A-Za-z0-9_]+)\}`)
+
+func compileTemplate(t string) (*regexp.Regexp, []string, error) {
+	var b strings.Builder
+	var vars []string
+	b.WriteString("^")
+	last := 0
+	for _, m := range templateVar.FindAllStringSubmatchIndex(t, -1) {
+		b.WriteString(regexp.QuoteMeta(t[last:m[0]]))
+		if m[3] > m[2] { // {+var}: reserved expansion, slashes allowed
+			b.WriteString("(.+)")
+		} else {
+			b.WriteString("([^/?#]+)")
+		}
+		vars = append(vars, t[m[4]:m[5]])
+		last = m[1]
+	}
+	rest := t[last:]
+	if strings.ContainsAny(rest, "{}") {
+		return nil, nil, fmt.Errorf("mcp: unsupported URI template %q (only {var} and {+var})", t)
+	}
+	b.WriteString(regexp.QuoteMeta(rest))
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	return re, vars, err
+}
+
+// ResourceUpdated tells the clients subscribed to uri that it changed
+// (legacy resources/subscribe connections).
+func (s *Server) ResourceUpdated(uri string) {
+	s.mu.Lock()
+	subs := slices.Clone(s.resourceSubs[uri])
+	s.mu.Unlock()
+	for _, c := range subs {
+		c.Notify(context.Background(), "notifications/resources/updated", map[string]any{"uri": uri})
+	}
+}
+
+func (s *Server) listResources() []Resource {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Resource, 0, len(s.resourceOrder))
+	for _, u := range s.resourceOrder {
+		out = append(out, s.resources[u].res)
+	}
+	return out
+}
+
+func (s *Server) listTemplates() []ResourceTemplate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ResourceTemplate, 0, len(s.templates))
+	for _, t := range s.templates {
+		out = append(out, t.tmpl)
+	}
+	return out
+}
+
+func (s *Server) hasResources() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.resources) > 0 || len(s.templates) > 0
+}
+
+func notFound(uri string, modern bool) error {
+	code := jsonrpc.CodeInvalidParams
+	if !modern {
+		code = -32002 // the legacy revisions' resource-not-found
+	}
+	return jsonrpc.NewError(code, "Resource not found", map[string]any{"uri": uri})
+}
+
+func (ss *session) readResource(ctx context.Context, p *params, version string) (map[string]any, error) {
+	uri, ok := rawString(p.uri)
+	if !ok || uri == "" {
+		return nil, invalidParams("invalid params: resources/read needs a uri")
+	}
+	s := ss.srv
+	req := &ReadRequest{URI: uri, ProtocolVersion: version}
+	s.mu.Lock()
+	var h ResourceHandler
+	if r, ok := s.resources[uri]; ok {
+		h = r.handler
+	} else {
+		for _, t := range s.templates {
+			if m := t.re.FindStringSubmatch(uri); m != nil {
+				req.Vars = map[string]string{}
+				for i, v := range t.vars {
+					req.Vars[v] = m[i+1]
+				}
+				h = t.handler
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	modern := IsModern(version)
+	if h == nil {
+		return nil, notFound(uri, modern)
+	}
+	contents, err := h(ctx, req)
+	switch {
+	case errors.Is(err, ErrResourceNotFound) || (err == nil && len(contents) == 0):
+		return nil, notFound(uri, modern)
+	case err != nil:
+		return nil, err
+	}
+	return map[string]any{"contents": contents}, nil
+}
+
+// subscribe records a legacy subscription on this connection.
+func (ss *session) subscribe(conn *rpc.Conn, p *params, on bool) (any, error) {
+	uri, ok := rawString(p.uri)
+	if !ok || uri == "" {
+		return nil, invalidParams("invalid params: a uri is required")
+	}
+	s := ss.srv
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resourceSubs == nil {
+		s.resourceSubs = map[string][]*rpc.Conn{}
+	}
+	subs := slices.DeleteFunc(s.resourceSubs[uri], func(c *rpc.Conn) bool { return c == conn })
+	if on {
+		subs = append(subs, conn)
+		go func() { // forget the connection when it ends
+			<-conn.Done()
+			s.mu.Lock()
+			s.resourceSubs[uri] = slices.DeleteFunc(s.resourceSubs[uri], func(c *rpc.Conn) bool { return c == conn })
+			s.mu.Unlock()
+		}()
+	}
+	s.resourceSubs[uri] = subs
+	return struct{}{}, nil
+}
+
+// ----- prompts -----
+
+// Prompt describes a prompt in prompts/list.
+type Prompt struct {
+	Name        string           `json:"name"`
+	Title       string           `json:"title,omitempty"`
+	Description string           `json:"description,omitempty"`
+	Arguments   []PromptArgument `json:"arguments,omitempty"`
+}
+
+// PromptArgument is one argument a prompt takes.
+type PromptArgument struct {
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+}
+
+// PromptMessage is one message of a prompt: a role ("user" or
+// "assistant") and a content block.
+type PromptMessage struct {
+	Role    string  `json:"role"`
+	Content Content `json:"content"`
+}
+
+// PromptResult is what prompts/get returns.
+type PromptResult struct {
+	Description string          `json:"description,omitempty"`
+	Messages    []PromptMessage `json:"messages"`
+}
+
+// PromptRequest is one prompts/get as a prompt handler sees it; the
+// required arguments have been checked.
+type PromptRequest struct {
+	Name            string
+	Arguments       map[string]string
+	ProtocolVersion string
+}
+
+// PromptHandler renders a prompt.
+type PromptHandler func(ctx context.Context, req *PromptRequest) (*PromptResult, error)
+
+type registeredPrompt struct {
+	prompt  Prompt
+	handler PromptHandler
+}
+
+// AddPrompt registers (or replaces) a prompt.
+func (s *Server) AddPrompt(p Prompt, h PromptHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prompts == nil {
+		s.prompts = map[string]*registeredPrompt{}
+	}
+	if _, ok := s.prompts[p.Name]; !ok {
+		s.promptOrder = append(s.promptOrder, p.Name)
+	}
+	s.prompts[p.Name] = &registeredPrompt{prompt: p, handler: h}
+}
+
+func (s *Server) listPrompts() []Prompt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Prompt, 0, len(s.promptOrder))
+	for _, n := range s.promptOrder {
+		out = append(out, s.prompts[n].prompt)
+	}
+	return out
+}
+
+func (s *Server) hasPrompts() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.prompts) > 0
+}
+
+func (ss *session) getPrompt(ctx context.Context, p *params, version string) (*PromptResult, error) {
+	name, ok := rawString(p.name)
+	if !ok || name == "" {
+		return nil, invalidParams("invalid params: prompts/get needs a prompt name")
+	}
+	s := ss.srv
+	s.mu.Lock()
+	rp := s.prompts[name]
+	s.mu.Unlock()
+	if rp == nil {
+		return nil, invalidParams("unknown prompt: %s", name)
+	}
+	args := map[string]string{}
+	if len(p.arguments) > 0 && string(p.arguments) != "null" {
+		if err := json.Unmarshal(p.arguments, &args); err != nil {
+			return nil, invalidParams("invalid params: prompt arguments must be strings: %v", err)
+		}
+	}
+	for _, a := range rp.prompt.Arguments {
+		if _, ok := args[a.Name]; a.Required && !ok {
+			return nil, invalidParams("invalid params: prompt %s needs the argument %q", name, a.Name)
+		}
+	}
+	res, err := rp.handler(ctx, &PromptRequest{Name: name, Arguments: args, ProtocolVersion: version})
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		res = &PromptResult{}
+	}
+	if res.Messages == nil {
+		res.Messages = []PromptMessage{}
+	}
+	return res, nil
+}
+
+// ----- completion -----
+
+// CompletionRequest is one completion/complete: which prompt argument or
+// template variable, the value typed so far, and the other arguments
+// already filled in.
+type CompletionRequest struct {
+	// RefType is "ref/prompt" (Name is the prompt) or "ref/resource" (URI
+	// is the resource template).
+	RefType  string
+	Name     string
+	URI      string
+	Argument string
+	Value    string
+	Context  map[string]string
+}
+
+// CompletionHandler proposes values; at most 100 are sent.
+type CompletionHandler func(ctx context.Context, req *CompletionRequest) ([]string, error)
+
+// SetCompletion installs the handler of completion/complete and declares
+// the completions capability.
+func (s *Server) SetCompletion(h CompletionHandler) {
+	s.mu.Lock()
+	s.completion = h
+	s.mu.Unlock()
+}
+
+func (ss *session) complete(ctx context.Context, raw []byte) (map[string]any, error) {
+	var p struct {
+		Ref struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"ref"`
+		Argument struct {
+			Name  string `json:"name"`
+			Value string `json:"value"`
+		} `json:"argument"`
+		Context struct {
+			Arguments map[string]string `json:"arguments"`
+		} `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil || p.Ref.Type == "" || p.Argument.Name == "" {
+		return nil, invalidParams("invalid params: completion/complete needs ref and argument")
+	}
+	ss.srv.mu.Lock()
+	h := ss.srv.completion
+	ss.srv.mu.Unlock()
+	var values []string
+	if h != nil {
+		v, err := h(ctx, &CompletionRequest{RefType: p.Ref.Type, Name: p.Ref.Name, URI: p.Ref.URI,
+			Argument: p.Argument.Name, Value: p.Argument.Value, Context: p.Context.Arguments})
+		if err != nil {
+			return nil, err
+		}
+		values = v
+	}
+	total := len(values)
+	if len(values) > 100 {
+		values = values[:100]
+	}
+	if values == nil {
+		values = []string{}
+	}
+	return map[string]any{"completion": map[string]any{"values": values, "total": total, "hasMore": total > len(values)}}, nil
+}
+
+// ----- logging -----
+
+// setLevel is the legacy logging/setLevel: it sets this connection's
+// threshold for notifications/message.
+func (ss *session) setLevel(raw []byte) (any, error) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(raw, &p) != nil || !slices.Contains(LogLevels, p.Level) {
+		return nil, invalidParams("invalid params: level must be one of %s", strings.Join(LogLevels, ", "))
+	}
+	ss.mu.Lock()
+	ss.logLevel = p.Level
+	ss.mu.Unlock()
+	return struct{}{}, nil
+}
