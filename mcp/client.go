@@ -70,9 +70,14 @@ var (
 	ErrNoCommonVersion = errors.New("mcp: the server supports no protocol version we speak")
 	// ErrNotModern: Modern mode met a server that is not modern.
 	ErrNotModern = errors.New("mcp: the server did not answer as a 2026-07-28 server")
-	// ErrInputRequired: the server asked for input (multi-round-trip
-	// requests), which this client does not provide yet.
-	ErrInputRequired = errors.New("mcp: the server asked for client input (input_required)")
+	// ErrInputRequired is the multi-round-trip signal (SEP-2322) on both
+	// sides. A client gets it when the server answered input_required and
+	// no ClientOptions.OnInput served the requests. A server's handler gets
+	// it from Ask in the 2026-07-28 era while the client has not answered
+	// yet, and returns it: the client is sent input_required with the
+	// unanswered requests and retries with the answers, and the handler
+	// runs again from the start.
+	ErrInputRequired = errors.New("mcp: input required from the client (input_required)")
 )
 
 // ClientOptions configures a client session. The zero value (or nil) means

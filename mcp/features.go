@@ -293,6 +293,9 @@ type PromptRequest struct {
 	Name            string
 	Arguments       map[string]string
 	ProtocolVersion string
+	// Ask, Elicit, State and SetState get input from the client, as for
+	// tools.
+	inputs
 }
 
 // PromptHandler renders a prompt.
@@ -332,7 +335,7 @@ func (s *Server) hasPrompts() bool {
 	return len(s.prompts) > 0
 }
 
-func (ss *session) getPrompt(ctx context.Context, p *params, version string) (*PromptResult, error) {
+func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *params, version string) (any, error) {
 	name, ok := rawString(p.name)
 	if !ok || name == "" {
 		return nil, invalidParams("invalid params: prompts/get needs a prompt name")
@@ -355,7 +358,20 @@ func (ss *session) getPrompt(ctx context.Context, p *params, version string) (*P
 			return nil, invalidParams("invalid params: prompt %s needs the argument %q", name, a.Name)
 		}
 	}
-	res, err := rp.handler(ctx, &PromptRequest{Name: name, Arguments: args, ProtocolVersion: version})
+	pr := &PromptRequest{Name: name, Arguments: args, ProtocolVersion: version}
+	target := "prompts/get:" + name
+	if IsModern(version) {
+		in, err := s.parseInputs(req.Params, target)
+		if err != nil {
+			return nil, err
+		}
+		pr.inputs = *in
+	}
+	pr.inputs.rpc = req
+	res, err := rp.handler(ctx, pr)
+	if ire, ok := asInputRequired(err); ok && pr.modern {
+		return s.inputRequiredResult(ire, &pr.inputs, target), nil
+	}
 	if err != nil {
 		return nil, err
 	}

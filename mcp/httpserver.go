@@ -16,8 +16,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
@@ -120,6 +122,16 @@ type HTTPHandler struct {
 	draining  bool
 	exchanges map[*exchange]struct{}
 	running   sync.WaitGroup // exchanges and their connections
+
+	// The server's own requests to legacy clients, by the id they were
+	// sent with: their answers arrive as POSTs of their own.
+	asked   sync.Map // string id -> askedRequest
+	askedID atomic.Int64
+}
+
+type askedRequest struct {
+	ex *exchange
+	id []byte // the id the handler's connection used
 }
 
 // HTTPHandler returns a Streamable HTTP endpoint for s.
@@ -367,8 +379,10 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 			httpError(w, http.StatusBadRequest, "", jsonrpc.CodeInvalidRequest, "Invalid Request: clients do not send responses in protocol version "+LatestVersion, nil)
 			return
 		}
-		// A legacy client answering a server request: this server sends
-		// none, so there is nothing to match.
+		// A legacy client answering a request of the server's (sampling,
+		// elicitation) that went out on another POST's event stream: it
+		// goes back to that exchange, under the id the handler used.
+		h.answerServerRequest(msg)
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
@@ -657,6 +671,7 @@ func (h *HTTPHandler) authorized(r *http.Request) bool {
 // connection writes into the HTTP response.
 func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, line []byte, modern bool, legacyVersion string, accept acceptable) {
 	ex := &exchange{
+		h:      h,
 		w:      w,
 		rc:     http.NewResponseController(w),
 		modern: modern,
@@ -734,6 +749,11 @@ wait:
 	delete(h.exchanges, ex)
 	h.running.Add(1) // the connection's end, below
 	h.mu.Unlock()
+	ex.mu.Lock()
+	for _, id := range ex.asked {
+		h.asked.Delete(id)
+	}
+	ex.mu.Unlock()
 	go func() {
 		defer h.running.Done()
 		if clientGone {
@@ -748,6 +768,7 @@ wait:
 // exchange is one request's response: the io.Writer of its connection.
 // Lines the connection writes become the JSON body or SSE events.
 type exchange struct {
+	h      *HTTPHandler
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	conn   *rpc.Conn
@@ -758,10 +779,11 @@ type exchange struct {
 	final  chan struct{}
 
 	mu       sync.Mutex
-	partial  []byte // a line not yet complete
-	started  bool   // the event stream's headers are out
-	answered bool   // the response has been written
-	closed   bool   // ServeHTTP has returned, or is about to
+	partial  []byte   // a line not yet complete
+	asked    []string // ids of the server's own requests sent on this stream
+	started  bool     // the event stream's headers are out
+	answered bool     // the response has been written
+	closed   bool     // ServeHTTP has returned, or is about to
 }
 
 var errExchangeClosed = errors.New("mcp: the HTTP exchange is over")
@@ -817,6 +839,9 @@ func (ex *exchange) lineLocked(line []byte) error {
 		_, err := ex.w.Write(append(line, '\n'))
 		return err
 	}
+	if msg.Kind == jsonrpc.KindRequest {
+		return ex.serverRequestLocked(&msg)
+	}
 	// A notification about the request (progress, a log line, a listen
 	// stream's change): it needs the event stream. A client that accepts
 	// only JSON does not get it.
@@ -825,6 +850,51 @@ func (ex *exchange) lineLocked(line []byte) error {
 	}
 	ex.startStreamLocked()
 	return ex.eventLocked(line)
+}
+
+// serverRequestLocked sends a request of the handler's (legacy sampling,
+// elicitation, roots) on the event stream. Without sessions its answer
+// comes back on a POST of its own, so it gets an id unique in the process;
+// answerServerRequest routes the answer back.
+func (ex *exchange) serverRequestLocked(msg *jsonrpc.Message) error {
+	if !ex.canSSE {
+		// Nowhere to send it: the handler's call fails now.
+		ex.in.push(jsonrpc.AppendErrorResponse(nil, jsonrpc.ID(bytes.Clone(msg.ID)),
+			jsonrpc.NewError(jsonrpc.CodeInternalError, "the client accepts no event stream, so it cannot be asked anything", nil)))
+		return nil
+	}
+	id := `"srv-` + strconv.FormatInt(ex.h.askedID.Add(1), 10) + `"`
+	ex.h.asked.Store(id, askedRequest{ex: ex, id: bytes.Clone(msg.ID)})
+	ex.asked = append(ex.asked, id)
+	line := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	line = append(line, `,"method":`...)
+	line = append(line, msg.Method...)
+	if msg.Params != nil {
+		line = append(line, `,"params":`...)
+		line = append(line, msg.Params...)
+	}
+	line = append(line, '}')
+	ex.startStreamLocked()
+	return ex.eventLocked(line)
+}
+
+// answerServerRequest passes a legacy client's answer to the exchange that
+// asked, under the id its handler used.
+func (h *HTTPHandler) answerServerRequest(msg *jsonrpc.Message) {
+	v, ok := h.asked.LoadAndDelete(string(msg.ID))
+	if !ok {
+		return
+	}
+	a := v.(askedRequest)
+	line := append([]byte(`{"jsonrpc":"2.0","id":`), a.id...)
+	if msg.Kind == jsonrpc.KindError {
+		line = append(line, `,"error":`...)
+		line = append(line, msg.Error...)
+	} else {
+		line = append(line, `,"result":`...)
+		line = append(line, msg.Result...)
+	}
+	a.ex.in.push(append(line, '}'))
 }
 
 // statusFor maps an error response to its status (research/mcp-spec.md
@@ -911,26 +981,50 @@ func (ex *exchange) unblock() { ex.rc.SetWriteDeadline(time.Now()) }
 // the exchange ends it (EOF: the request is over, or the server is shutting
 // down) or the connection closes it.
 type postInput struct {
-	line []byte
-	once sync.Once
-	done chan struct{}
+	line  []byte // being read
+	once  sync.Once
+	done  chan struct{}
+	mu    sync.Mutex
+	queue [][]byte      // answers to the server's own requests, to read next
+	more  chan struct{} // signalled when the queue grows
 }
 
 func newPostInput(line []byte) *postInput {
 	l := make([]byte, len(line)+1)
 	copy(l, line)
 	l[len(line)] = '\n'
-	return &postInput{line: l, done: make(chan struct{})}
+	return &postInput{line: l, done: make(chan struct{}), more: make(chan struct{}, 1)}
 }
 
 func (p *postInput) Read(b []byte) (int, error) {
-	if len(p.line) > 0 {
-		n := copy(b, p.line)
-		p.line = p.line[n:]
-		return n, nil
+	for len(p.line) == 0 {
+		p.mu.Lock()
+		if len(p.queue) > 0 {
+			p.line, p.queue = p.queue[0], p.queue[1:]
+			p.mu.Unlock()
+			break
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.more:
+		case <-p.done:
+			return 0, io.EOF
+		}
 	}
-	<-p.done
-	return 0, io.EOF
+	n := copy(b, p.line)
+	p.line = p.line[n:]
+	return n, nil
+}
+
+// push queues one more line (an answer from the client) for the reader.
+func (p *postInput) push(line []byte) {
+	p.mu.Lock()
+	p.queue = append(p.queue, append(line, '\n'))
+	p.mu.Unlock()
+	select {
+	case p.more <- struct{}{}:
+	default:
+	}
 }
 
 func (p *postInput) end()         { p.once.Do(func() { close(p.done) }) }

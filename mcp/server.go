@@ -55,6 +55,11 @@ type ServerOptions struct {
 	CacheTTL time.Duration
 	// Logger receives diagnostics. Nil means slog.Default().
 	Logger *slog.Logger
+	// StateKey signs the requestState of multi-round-trip requests (see
+	// ToolRequest.SetState). Nil means a random key per Server; give every
+	// instance behind a load balancer the same key, so that a retry may
+	// land on any of them.
+	StateKey []byte
 }
 
 // ToolHandler serves one tool. A returned *jsonrpc.Error becomes a protocol
@@ -91,6 +96,7 @@ type Server struct {
 	prompts       map[string]*registeredPrompt
 	promptOrder   []string
 	completion    CompletionHandler
+	randomKey     []byte // StateKey's default
 }
 
 // NewServer returns a server that introduces itself as info.
@@ -402,11 +408,7 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *params) (any
 			"cacheScope": cacheScopePublic,
 		}), nil
 	case methodToolsCall:
-		res, err := ss.callTool(ctx, req, p, version)
-		if err != nil {
-			return nil, err
-		}
-		return res.appendJSON(make([]byte, 0, 256), ss.srv.modernSuffix), nil
+		return ss.callTool(ctx, req, p, version)
 	case methodListen:
 		return ss.listen(ctx, req)
 	}
@@ -435,7 +437,9 @@ func (ss *session) modernResult(v any) map[string]any {
 		b, _ := json.Marshal(x)
 		json.Unmarshal(b, &r)
 	}
-	r["resultType"] = resultTypeComplete
+	if _, ok := r["resultType"]; !ok {
+		r["resultType"] = resultTypeComplete
+	}
 	r["_meta"] = map[string]any{MetaServerInfo: ss.srv.info}
 	return r
 }
@@ -516,7 +520,7 @@ func (ss *session) feature(ctx context.Context, req *rpc.Request, p *params, ver
 		}
 	case "prompts/get":
 		if s.hasPrompts() {
-			res, err := ss.getPrompt(ctx, p, version)
+			res, err := ss.getPrompt(ctx, req, p, version)
 			return res, err, true
 		}
 	case "completion/complete":
@@ -541,7 +545,9 @@ type callParams struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, version string) (*ToolResult, error) {
+// callTool runs a tool and encodes its result: complete, or (2026-07-28)
+// input_required when the tool asked the client for input.
+func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, version string) (any, error) {
 	m := p.meta
 	if len(p.name) < 3 || p.name[0] != '"' {
 		return nil, invalidParams("invalid params: tools/call needs a tool name")
@@ -561,7 +567,21 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 		args = nil
 	}
 	tr := &ToolRequest{Name: t.tool.Name, Arguments: args, ProtocolVersion: version, rpc: req}
-	if !IsModern(version) {
+	modern := IsModern(version)
+	target := "tools/call:" + t.tool.Name
+	if modern {
+		in, err := ss.srv.parseInputs(req.Params, target)
+		if err != nil {
+			return nil, err
+		}
+		tr.inputs = *in
+	}
+	tr.inputs.rpc = req
+	var suffix []byte
+	if modern {
+		suffix = ss.srv.modernSuffix
+	}
+	if !modern {
 		ss.mu.Lock()
 		tr.logLevel = ss.logLevel
 		ss.mu.Unlock()
@@ -576,18 +596,21 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 	res, err := t.handler(ctx, tr)
 	switch {
 	case err == nil && res == nil:
-		return &ToolResult{Content: []Content{}}, nil
+		return (&ToolResult{Content: []Content{}}).appendJSON(make([]byte, 0, 64), suffix), nil
 	case err == nil:
 		if res.Content == nil {
 			res.Content = []Content{}
 		}
-		return res, nil
+		return res.appendJSON(make([]byte, 0, 256), suffix), nil
+	}
+	if ire, ok := asInputRequired(err); ok && modern {
+		return ss.modernResult(ss.srv.inputRequiredResult(ire, &tr.inputs, target)), nil
 	}
 	var je *jsonrpc.Error
 	if errors.As(err, &je) || ctx.Err() != nil || errors.Is(err, rpc.ErrNoResponse) {
 		return nil, err
 	}
-	return ErrorResult(err.Error()), nil
+	return ErrorResult(err.Error()).appendJSON(nil, suffix), nil
 }
 
 // ToolRequest is one tools/call as a tool handler sees it.
@@ -599,6 +622,10 @@ type ToolRequest struct {
 	// ClientCapabilities are the capabilities the request declared
 	// (modern era; raw JSON, nil for legacy requests).
 	ClientCapabilities json.RawMessage
+
+	// Ask, Elicit, State and SetState get input from the client: see
+	// inputs.Ask.
+	inputs
 
 	rpc           *rpc.Request
 	progressToken json.RawMessage
@@ -730,11 +757,7 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *params) (any
 		if req.Method == methodToolsList {
 			return map[string]any{"tools": s.listTools()}, nil
 		}
-		res, err := ss.callTool(ctx, req, p, version)
-		if err != nil {
-			return nil, err
-		}
-		return res.appendJSON(make([]byte, 0, 256), nil), nil
+		return ss.callTool(ctx, req, p, version)
 	case "resources/subscribe", "resources/unsubscribe":
 		if !ready {
 			return nil, jsonrpc.Errorf(codeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
