@@ -163,11 +163,20 @@ func startBridgeTo(t *testing.T, s *mcp.Server) (string, *mcp.Session) {
 
 // connectServer connects a client to s in memory.
 func connectServer(t *testing.T, s *mcp.Server) (*mcp.Session, error) {
+	return connectServerWith(t, s, nil)
+}
+
+func connectServerWith(t *testing.T, s *mcp.Server, opts *mcp.ClientOptions) (*mcp.Session, error) {
 	t.Helper()
+	var o mcp.ClientOptions
+	if opts != nil {
+		o = *opts
+	}
+	o.Transport = &client.Options{Logger: wiretest.Quiet}
 	c2sR, c2sW := io.Pipe()
 	s2cR, s2cW := io.Pipe()
 	srv := rpc.New(c2sR, s2cW, s.Handler(), s.ConnOptions(&rpc.Options{Logger: wiretest.Quiet}))
-	sess, err := mcp.NewClient(context.Background(), s2cR, c2sW, &mcp.ClientOptions{Transport: &client.Options{Logger: wiretest.Quiet}})
+	sess, err := mcp.NewClient(context.Background(), s2cR, c2sW, &o)
 	t.Cleanup(func() {
 		if sess != nil {
 			sess.Close()

@@ -103,6 +103,15 @@ type ClientOptions struct {
 	// Transport configures the underlying client (cancellation style,
 	// stderr sink, shutdown grace, restart policy, ...).
 	Transport *client.Options
+	// OnInput serves what a server asks of the client while a request
+	// runs: elicitation/create, sampling/createMessage, roots/list (with
+	// Params as json.RawMessage). The same function serves a legacy
+	// server's requests and a 2026-07-28 server's input_required results,
+	// whose requests are answered and the request retried (up to 10
+	// rounds). Declare the matching Capabilities (elicitation, sampling,
+	// roots). Nil: requests get -32601 and input_required is
+	// ErrInputRequired.
+	OnInput func(ctx context.Context, req InputRequest) (any, error)
 }
 
 func (o *ClientOptions) resolve() ClientOptions {
@@ -232,7 +241,7 @@ func (s *Session) transportOptions() *client.Options {
 }
 
 // handle serves what the server sends us: progress for our calls.
-func (s *Session) handle(_ context.Context, r *rpc.Request) (any, error) {
+func (s *Session) handle(ctx context.Context, r *rpc.Request) (any, error) {
 	if r.IsNotification() {
 		s.inbound(r.Method, r.Params)
 		return nil, nil
@@ -240,6 +249,9 @@ func (s *Session) handle(_ context.Context, r *rpc.Request) (any, error) {
 	if r.Method == methodPing {
 		// "The receiver MUST respond promptly with an empty response."
 		return map[string]any{}, nil
+	}
+	if s.opts.OnInput != nil && isInputMethod(r.Method) {
+		return s.opts.OnInput(ctx, InputRequest{Method: r.Method, Params: json.RawMessage(r.Params)})
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", r.Method)
 }
@@ -609,7 +621,61 @@ func (s *Session) Request(ctx context.Context, method string, params any, opts .
 		s.forgetOn(err)
 		return nil, err
 	}
-	return res, checkResultType(res)
+	return s.answerInput(ctx, method, p, res, opts)
+}
+
+func isInputMethod(m string) bool {
+	return m == MethodElicit || m == MethodSample || m == MethodListRoots
+}
+
+// answerInput serves input_required results (SEP-2322): every request is
+// passed to OnInput and the request is sent again with the answers and the
+// server's requestState, until a complete result (at most 10 rounds).
+func (s *Session) answerInput(ctx context.Context, method string, params any, res json.RawMessage, opts []client.CallOption) (json.RawMessage, error) {
+	for round := 0; ; round++ {
+		err := checkResultType(res)
+		if !errors.Is(err, ErrInputRequired) || s.opts.OnInput == nil {
+			return res, err
+		}
+		if round == 10 {
+			return nil, fmt.Errorf("%w: still asked after 10 rounds", ErrInputRequired)
+		}
+		var r struct {
+			InputRequests map[string]struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			} `json:"inputRequests"`
+			RequestState *string `json:"requestState"`
+		}
+		if err := json.Unmarshal(res, &r); err != nil {
+			return nil, fmt.Errorf("mcp: malformed input_required result: %w", err)
+		}
+		answers := map[string]any{}
+		for k, ir := range r.InputRequests {
+			a, err := s.opts.OnInput(ctx, InputRequest{Method: ir.Method, Params: ir.Params})
+			if err != nil {
+				return nil, fmt.Errorf("mcp: answering %s: %w", ir.Method, err)
+			}
+			answers[k] = a
+		}
+		b, err := json.Marshal(params)
+		if err != nil {
+			return nil, err
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
+			obj = map[string]any{}
+		}
+		obj["inputResponses"] = answers
+		delete(obj, "requestState")
+		if r.RequestState != nil {
+			obj["requestState"] = *r.RequestState
+		}
+		params = obj
+		if res, err = s.t.call(ctx, method, params, nil, opts...); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // forgetOn drops the cached era when a modern request is refused for its
@@ -742,7 +808,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 		s.forgetOn(err)
 		return nil, err
 	}
-	if err := checkResultType(res); err != nil {
+	if res, err = s.answerInput(ctx, methodToolsCall, p, res, copts); err != nil {
 		return nil, err
 	}
 	var r ToolResult

@@ -85,6 +85,14 @@ func ConnectHTTP(ctx context.Context, url string, opts *ClientOptions, hopts *HT
 		s.opts.CacheKey = url
 	}
 	t := &httpTransport{url: url, onNotify: s.inbound, reinitialize: s.reinitializeHTTP}
+	if s.opts.OnInput != nil {
+		t.onRequest = func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			if !isInputMethod(method) {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", method)
+			}
+			return s.opts.OnInput(ctx, InputRequest{Method: method, Params: params})
+		}
+	}
 	t.base, t.stop = context.WithCancel(context.Background())
 	if hopts != nil {
 		t.opts = *hopts
@@ -125,6 +133,7 @@ type httpTransport struct {
 	url          string
 	opts         HTTPClientOptions
 	onNotify     func(method string, params json.RawMessage)
+	onRequest    func(ctx context.Context, method string, params json.RawMessage) (any, error)
 	reinitialize func(ctx context.Context) error // a new legacy session, after a 404
 	nextID       atomic.Int64
 	base         context.Context // every request's; cancelled by close
@@ -633,9 +642,9 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 			t.onNotify(msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
 		}
 	case jsonrpc.KindRequest:
-		// A legacy server asking us something (sampling, roots): this
-		// client serves no such requests.
-		t.reply(jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName())
+		// A legacy server asking us something (sampling, elicitation,
+		// roots): answered on a POST of its own.
+		t.reply(jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		if string(msg.ID) != string(id) {
 			return nil, false, nil
@@ -649,14 +658,31 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 // reply answers a server request in the background: ping with {} ("The
 // receiver MUST respond promptly with an empty response"), anything else
 // with -32601.
-func (t *httpTransport) reply(id jsonrpc.ID, method string) {
-	var body []byte
-	if method == methodPing {
-		body = append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":{}`...), '}')
-	} else {
-		body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", method))
-	}
+func (t *httpTransport) reply(id jsonrpc.ID, method string, params json.RawMessage) {
 	t.goBackground(func() {
+		var body []byte
+		var res any
+		var err error
+		switch {
+		case method == methodPing:
+			res = map[string]any{}
+		case t.onRequest != nil:
+			res, err = t.onRequest(t.base, method, params)
+		default:
+			err = jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", method)
+		}
+		raw, merr := jsonrpc.RawValue(res)
+		var je *jsonrpc.Error
+		switch {
+		case err != nil && errors.As(err, &je):
+			body = jsonrpc.AppendErrorResponse(nil, id, je)
+		case err != nil:
+			body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil))
+		case merr != nil:
+			body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.NewError(jsonrpc.CodeInternalError, merr.Error(), nil))
+		default:
+			body = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":`...), raw...), '}')
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
