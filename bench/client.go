@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -72,7 +73,8 @@ func startSubprocess(s server) (*conn, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self, "-serve", s.name)
-	cmd.Stderr = io.Discard
+	stderr := &tailBuffer{max: 8 << 10}
+	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -92,14 +94,44 @@ func startSubprocess(s server) (*conn, error) {
 		go func() { done <- cmd.Wait() }()
 		select {
 		case err := <-done:
-			return err
+			if err != nil {
+				return fmt.Errorf("%s exited with %v; stderr: %s", s.name, err, stderr.String())
+			}
+			return nil
 		case <-time.After(5 * time.Second):
 			cmd.Process.Kill()
 			<-done
-			return fmt.Errorf("%s did not exit at EOF", s.name)
+			return fmt.Errorf("%s did not exit at EOF; stderr: %s", s.name, stderr.String())
 		}
 	}
-	return c, c.handshake()
+	if err := c.handshake(); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("%w; stderr: %s", err, stderr.String())
+	}
+	return c, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
 }
 
 const mcpMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
@@ -180,7 +212,25 @@ func (c *conn) request(payload string) []byte {
 	return c.buf
 }
 
-var methodKey = []byte(`"method"`)
+var (
+	methodKey = []byte(`"method"`)
+	errorKey  = []byte(`"error":{`)
+)
+
+// errReply is an error answer where a result was expected: the workload
+// is broken for that server, and its figures would be meaningless.
+type errReply struct{ line string }
+
+func (e errReply) Error() string { return "error reply: " + e.line }
+
+// readResult is readResponse that fails on an error reply.
+func (c *conn) readResult() ([]byte, error) {
+	line, err := c.readResponse()
+	if err == nil && bytes.Contains(line, errorKey) {
+		return nil, errReply{summarize(line)}
+	}
+	return line, err
+}
 
 // readResponse reads lines until one without "method": the response.
 // The returned slice is valid until the next read.
@@ -227,7 +277,7 @@ func (c *conn) sequential(n int, lat []time.Duration) ([]time.Duration, error) {
 		if _, err := c.w.Write(req); err != nil {
 			return nil, err
 		}
-		if _, err := c.readResponse(); err != nil {
+		if _, err := c.readResult(); err != nil {
 			return nil, err
 		}
 		lat = append(lat, time.Since(t))
@@ -235,15 +285,20 @@ func (c *conn) sequential(n int, lat []time.Duration) ([]time.Duration, error) {
 	return lat, nil
 }
 
-// pipelined keeps window requests in flight until n are answered.
+// pipelined keeps window requests in flight until n are answered. ACP
+// prompts go to sessions that are free (one prompt per session at a
+// time): the id says which session a reply frees.
 func (c *conn) pipelined(n, window int) (time.Duration, error) {
-	slots := make(chan struct{}, window)
+	slots := make(chan int, window)
+	for i := range window {
+		slots <- i
+	}
 	werr := make(chan error, 1)
 	start := time.Now()
 	go func() {
 		for range n {
-			slots <- struct{}{}
-			if _, err := c.w.Write(c.request("hello")); err != nil {
+			slot := <-slots
+			if _, err := c.w.Write(c.requestOn(slot, window)); err != nil {
 				werr <- err
 				return
 			}
@@ -251,11 +306,47 @@ func (c *conn) pipelined(n, window int) (time.Duration, error) {
 		werr <- nil
 	}()
 	for range n {
-		if _, err := c.readResponse(); err != nil {
+		line, err := c.readResult()
+		if err != nil {
 			return 0, err
 		}
-		<-slots
+		slots <- slotOf(line, window)
 	}
 	d := time.Since(start)
 	return d, <-werr
+}
+
+// requestOn builds the next request for a pipeline slot: its id is a
+// multiple of window plus the slot, and an ACP prompt goes to the slot's
+// session.
+func (c *conn) requestOn(slot, window int) []byte {
+	c.id = (c.id/int64(window)+1)*int64(window) + int64(slot)
+	c.id--
+	if c.srv.work == wACP {
+		c.turn = slot % len(c.sids)
+	}
+	return c.request("hello")
+}
+
+var idKey = []byte(`"id":`)
+
+// slotOf reads the slot back from a reply's numeric id.
+func slotOf(line []byte, window int) int {
+	i := bytes.Index(line, idKey)
+	if i < 0 {
+		return 0
+	}
+	j := i + len(idKey)
+	for j < len(line) && line[j] == ' ' {
+		j++
+	}
+	k := j
+	for k < len(line) && line[k] >= '0' && line[k] <= '9' {
+		k++
+	}
+	id, err := strconv.ParseInt(string(line[j:k]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return int(id % int64(window))
 }

@@ -41,7 +41,9 @@ func main() {
 	only := flag.String("only", "", "comma-separated servers to run (raw is always included); default all")
 	noExtremes := flag.Bool("no-extremes", false, "skip the large-message and flood workloads")
 	flag.Parse()
-	log.SetOutput(io.Discard) // mcp-go logs through the standard logger in-process
+	// acp-go-sdk's in-process agent logs through the standard logger; the
+	// subprocess servers' stderr is kept and shown only when one fails.
+	log.SetOutput(io.Discard)
 	if *serve != "" {
 		if err := serveStdio(*serve); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -135,12 +137,16 @@ func (r *run) throughput() error {
 	return nil
 }
 
-func (r *run) measure(place string, s server, lat *[]time.Duration) error {
+func (r *run) measure(place string, s server, lat *[]time.Duration) (err error) {
 	c, err := start(place, s)
 	if err != nil {
 		return err
 	}
-	defer c.stop()
+	defer func() {
+		if serr := c.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
 	// Warm up, and estimate the cost of one round trip.
 	warm, err := c.sequential(200, *lat)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/creachadair/jrpc2"
 	"github.com/creachadair/jrpc2/channel"
@@ -55,8 +57,10 @@ var servers = []server{
 	{name: "go-sdk-transport", peer: "go-sdk v1.8.0 IOTransport, read/write loop", work: wEcho, serve: serveGoSDKTransport},
 	{name: "agentwire-mcp", peer: "agentwire mcp, legacy (initialize)", work: wMCP, serve: serveAgentwireMCP},
 	{name: "agentwire-mcp-modern", peer: "agentwire mcp, 2026-07-28 (per-request _meta)", work: wMCP, serve: serveAgentwireMCP, modern: true},
-	{name: "go-sdk-mcp", peer: "go-sdk v1.8.0 MCP server", work: wMCP, serve: serveGoSDKMCP},
-	{name: "mcp-go", peer: "mark3labs/mcp-go v1.2.1", work: wMCP, serve: serveMCPGo},
+	{name: "go-sdk-mcp", peer: "go-sdk v1.8.0 MCP server, legacy (initialize)", work: wMCP, serve: serveGoSDKMCP},
+	{name: "go-sdk-mcp-modern", peer: "go-sdk v1.8.0 MCP server, 2026-07-28", work: wMCP, serve: serveGoSDKMCP, modern: true},
+	{name: "mcp-go", peer: "mark3labs/mcp-go v1.2.1, legacy (initialize)", work: wMCP, serve: serveMCPGo},
+	{name: "mcp-go-modern", peer: "mark3labs/mcp-go v1.2.1, 2026-07-28", work: wMCP, serve: serveMCPGo, modern: true},
 	{name: "agentwire-acp", peer: "agentwire acp", work: wACP, serve: serveAgentwireACP},
 	{name: "acp-go-sdk", peer: "coder/acp-go-sdk v0.13.0", work: wACP, serve: serveACPSDK},
 }
@@ -239,7 +243,8 @@ func serveAgentwireACP(r io.ReadCloser, w io.WriteCloser) error {
 // sdkAgent is the acp-go-sdk agent: every method the interface requires,
 // only Initialize, NewSession and Prompt doing anything.
 type sdkAgent struct {
-	conn *acpsdk.AgentSideConnection
+	conn     *acpsdk.AgentSideConnection
+	sessions atomic.Int64
 }
 
 func (a *sdkAgent) Authenticate(context.Context, acpsdk.AuthenticateRequest) (acpsdk.AuthenticateResponse, error) {
@@ -256,7 +261,7 @@ func (a *sdkAgent) ListSessions(context.Context, acpsdk.ListSessionsRequest) (ac
 	return acpsdk.ListSessionsResponse{}, nil
 }
 func (a *sdkAgent) NewSession(context.Context, acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
-	return acpsdk.NewSessionResponse{SessionId: "s1"}, nil
+	return acpsdk.NewSessionResponse{SessionId: acpsdk.SessionId("s" + strconv.FormatInt(a.sessions.Add(1), 10))}, nil
 }
 func (a *sdkAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.PromptResponse, error) {
 	for range acpUpdates {

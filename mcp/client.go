@@ -112,6 +112,10 @@ type ClientOptions struct {
 	// roots). Nil: requests get -32601 and input_required is
 	// ErrInputRequired.
 	OnInput func(ctx context.Context, req InputRequest) (any, error)
+	// OnLog receives the server's log messages (notifications/message):
+	// a legacy server sends them after SetLogLevel (or at its default), a
+	// 2026-07-28 server for calls made WithLogLevel.
+	OnLog func(level, logger string, data json.RawMessage)
 }
 
 func (o *ClientOptions) resolve() ClientOptions {
@@ -259,6 +263,19 @@ func (s *Session) handle(ctx context.Context, r *rpc.Request) (any, error) {
 // inbound routes a notification from the server: progress to its call,
 // anything else to the subscription it names.
 func (s *Session) inbound(method string, params json.RawMessage) {
+	if method == "notifications/message" {
+		if s.opts.OnLog != nil {
+			var m struct {
+				Level  string          `json:"level"`
+				Logger string          `json:"logger"`
+				Data   json.RawMessage `json:"data"`
+			}
+			if json.Unmarshal(params, &m) == nil {
+				s.opts.OnLog(m.Level, m.Logger, m.Data)
+			}
+		}
+		return
+	}
 	if method == methodProgress {
 		var p struct {
 			Token    json.RawMessage `json:"progressToken"`
@@ -762,7 +779,12 @@ type CallOption func(*callOptions)
 type callOptions struct {
 	progress  ProgressFunc
 	retryable bool
+	logLevel  string
 }
+
+// WithLogLevel asks a 2026-07-28 server for log messages about this call
+// at level and above (they reach ClientOptions.OnLog).
+func WithLogLevel(level string) CallOption { return func(o *callOptions) { o.logLevel = level } }
 
 // WithProgress asks for progress notifications and delivers them to f.
 func WithProgress(f ProgressFunc) CallOption { return func(o *callOptions) { o.progress = f } }
@@ -786,6 +808,12 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 		s.progress.Store(string(token), co.progress)
 		defer s.progress.Delete(string(token))
 		extra = map[string]any{MetaProgressToken: token}
+	}
+	if co.logLevel != "" && s.era == "modern" {
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		extra[MetaLogLevel] = co.logLevel
 	}
 	p, err := s.withMeta(map[string]any{"name": name, "arguments": args}, extra)
 	if err != nil {

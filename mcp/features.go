@@ -359,9 +359,9 @@ func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *params, v
 		}
 	}
 	pr := &PromptRequest{Name: name, Arguments: args, ProtocolVersion: version}
-	target := "prompts/get:" + name
+	target := func() string { return "prompts/get:" + name }
 	if IsModern(version) {
-		in, err := s.parseInputs(req.Params, target)
+		in, err := s.parseInputs(p, target)
 		if err != nil {
 			return nil, err
 		}
@@ -370,7 +370,7 @@ func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *params, v
 	pr.inputs.rpc = req
 	res, err := rp.handler(ctx, pr)
 	if ire, ok := asInputRequired(err); ok && pr.modern {
-		return s.inputRequiredResult(ire, &pr.inputs, target), nil
+		return s.inputRequiredResult(ire, &pr.inputs, target()), nil
 	}
 	if err != nil {
 		return nil, err

@@ -126,17 +126,10 @@ func (in *inputs) Elicit(ctx context.Context, key, message string, requestedSche
 // parseInputs reads a 2026-07-28 retry's inputResponses and requestState.
 // inputResponses that is not an object, or an answer that is not one, is
 // -32602; a requestState that is not the server's own is -32602.
-func (s *Server) parseInputs(raw []byte, target string) (*inputs, error) {
+func (s *Server) parseInputs(p *params, target func() string) (*inputs, error) {
 	in := &inputs{modern: true}
-	var p struct {
-		InputResponses json.RawMessage `json:"inputResponses"`
-		RequestState   *string         `json:"requestState"`
-	}
-	if len(raw) > 0 && raw[0] == '{' {
-		json.Unmarshal(raw, &p)
-	}
-	if p.InputResponses != nil {
-		if err := json.Unmarshal(p.InputResponses, &in.responses); err != nil || in.responses == nil {
+	if p.inputResponses != nil {
+		if err := json.Unmarshal(p.inputResponses, &in.responses); err != nil || in.responses == nil {
 			return nil, invalidParams("invalid params: inputResponses must be an object")
 		}
 		for k, v := range in.responses {
@@ -145,8 +138,12 @@ func (s *Server) parseInputs(raw []byte, target string) (*inputs, error) {
 			}
 		}
 	}
-	if p.RequestState != nil {
-		state, ok := s.verifyState(*p.RequestState, target)
+	if p.requestState != nil {
+		str, ok := rawString(p.requestState)
+		if !ok {
+			return nil, invalidParams("invalid params: requestState must be a string")
+		}
+		state, ok := s.verifyState(str, target())
 		if !ok {
 			return nil, invalidParams("invalid params: invalid requestState")
 		}

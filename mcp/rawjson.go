@@ -18,6 +18,9 @@ type params struct {
 	name      []byte // raw JSON values; nil when absent
 	uri       []byte
 	arguments []byte
+	// A 2026-07-28 retry's answers and state (multi-round-trip requests).
+	inputResponses []byte
+	requestState   []byte
 }
 
 // parseParams reads raw into p (in place: p.meta points into p). Anything
@@ -38,6 +41,10 @@ func parseParams(raw []byte, p *params) {
 			p.uri = value
 		case "arguments":
 			p.arguments = value
+		case "inputResponses":
+			p.inputResponses = value
+		case "requestState":
+			p.requestState = value
 		}
 	})
 }

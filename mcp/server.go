@@ -568,9 +568,9 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 	}
 	tr := &ToolRequest{Name: t.tool.Name, Arguments: args, ProtocolVersion: version, rpc: req}
 	modern := IsModern(version)
-	target := "tools/call:" + t.tool.Name
+	target := func() string { return "tools/call:" + t.tool.Name }
 	if modern {
-		in, err := ss.srv.parseInputs(req.Params, target)
+		in, err := ss.srv.parseInputs(p, target)
 		if err != nil {
 			return nil, err
 		}
@@ -604,7 +604,7 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 		return res.appendJSON(make([]byte, 0, 256), suffix), nil
 	}
 	if ire, ok := asInputRequired(err); ok && modern {
-		return ss.modernResult(ss.srv.inputRequiredResult(ire, &tr.inputs, target)), nil
+		return ss.modernResult(ss.srv.inputRequiredResult(ire, &tr.inputs, target())), nil
 	}
 	var je *jsonrpc.Error
 	if errors.As(err, &je) || ctx.Err() != nil || errors.Is(err, rpc.ErrNoResponse) {

@@ -70,6 +70,8 @@ Only serve acp:
                            (serve acp sizes --max-concurrent itself)
 Only serve mcp:
   --era E                  dual (default), modern or legacy
+  --fixtures conformance   add the MCP conformance suite's fixture tools, resources,
+                           prompts and completions
   --legacy-silent          as a legacy server, answer nothing before initialize
   --ignore-eof             keep running after stdin EOF
   --ignore-sigterm         ignore SIGTERM
