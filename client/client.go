@@ -396,6 +396,15 @@ func (c *Client) current() (*generation, error) {
 	return c.cur, nil
 }
 
+// Ready returns once a server is running: at once normally; after the
+// server was lost, when the restart policy has started a new one (nil) or
+// given up (the loss). It lets something tied to the old process, a
+// subscription say, be set up again on the new one.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.live(ctx)
+	return err
+}
+
 // live returns the generation to send a new message on. A server that is
 // already known to be dead is skipped: the message waits for the restart
 // and goes to the new process, since it was never sent to the old one.

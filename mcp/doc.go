@@ -53,7 +53,8 @@
 // returns once the server acknowledges it, and passes every notification
 // carrying its subscription id to a callback. The server may end it with a
 // final result or with notifications/cancelled; both are accepted as its
-// end. A stream does not survive a restart of the server.
+// end. When the server process is lost and the restart policy starts a new
+// one, the stream is opened again on it.
 //
 // # Streamable HTTP
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/jsonrpc"
 )
 
@@ -73,8 +74,9 @@ func (s *Subscription) Close() error {
 // Listen opens a subscriptions/listen stream (SPEC E6) and returns once the
 // server has acknowledged it. Every notification carrying the
 // subscription's id is passed to onNotify (on the connection's reading
-// goroutine: keep it short). A stream does not survive a restart of the
-// server: open it again after one.
+// goroutine: keep it short). When the server process is lost and the
+// client's restart policy starts a new one, the stream is opened again on
+// it (its acknowledgment is not passed on again).
 func (s *Session) Listen(ctx context.Context, filter ListenFilter, onNotify func(method string, params json.RawMessage)) (*Subscription, error) {
 	if s.era != "modern" {
 		return nil, ErrListenNeedsModern
@@ -87,11 +89,17 @@ func (s *Session) Listen(ctx context.Context, filter ListenFilter, onNotify func
 		return nil, err
 	}
 	go func() {
-		_, err := s.t.call(lctx, methodListen, params, func(id jsonrpc.ID) {
-			sub.id = string(id)
-			s.subs.Store(sub.id, sub)
-		})
-		s.subs.Delete(sub.id)
+		var err error
+		for {
+			_, err = s.t.call(lctx, methodListen, params, func(id jsonrpc.ID) {
+				sub.id = string(id)
+				s.subs.Store(sub.id, sub)
+			})
+			s.subs.Delete(sub.id)
+			if !s.reopen(lctx, sub, err) {
+				break
+			}
+		}
 		sub.mu.Lock()
 		switch {
 		case sub.byServer:
@@ -115,6 +123,20 @@ func (s *Session) Listen(ctx context.Context, filter ListenFilter, onNotify func
 		sub.Close()
 		return nil, context.Cause(ctx)
 	}
+}
+
+// reopen reports whether a stream that ended with err should be opened
+// again: when the server process was lost and the client's restart policy
+// started a new one (a stream does not survive its server), once it had
+// been acknowledged; never after Close or the server's own end.
+func (s *Session) reopen(ctx context.Context, sub *Subscription, err error) bool {
+	sub.mu.Lock()
+	acked, byServer := sub.acked, sub.byServer
+	sub.mu.Unlock()
+	if err == nil || ctx.Err() != nil || byServer || !acked || s.c == nil || !errors.Is(err, client.ErrConnectionLost) {
+		return false
+	}
+	return s.c.Ready(ctx) == nil
 }
 
 // routeSubscription delivers a notification that belongs to a

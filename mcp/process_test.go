@@ -4,6 +4,7 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -91,5 +92,46 @@ func TestProbeExitRespectsConnectTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("connect took %v with a 1s ConnectTimeout (err %v)", d, err)
+	}
+}
+
+// A listen stream is opened again on the server the restart policy starts
+// after a crash, and keeps delivering changes.
+func TestListenReopenedAfterRestart(t *testing.T) {
+	sess, err := mcp.StartServer(context.Background(), serverCommand(t, "mcp"), &mcp.ClientOptions{Transport: &client.Options{
+		Restart: &client.RestartPolicy{Backoff: time.Millisecond},
+		Process: &process.Options{Grace: 300 * time.Millisecond},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	changed := make(chan struct{}, 8)
+	sub, err := sess.Listen(context.Background(), mcp.ListenFilter{ToolsListChanged: true}, func(string, json.RawMessage) { changed <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := sess.CallTool(context.Background(), "crash", nil); err == nil {
+		t.Fatal("crash answered")
+	}
+	// The new server: a tool-set change reaches the same subscription.
+	deadline := time.After(20 * time.Second)
+	for {
+		if _, err := sess.CallTool(context.Background(), "test_trigger_tool_change", nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+			if n := sess.Client().Stats().Restarts; n != 1 {
+				t.Errorf("restarts %d", n)
+			}
+			return
+		case <-sub.Done():
+			t.Fatalf("the subscription ended: %v", sub.Err())
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no change on the reopened stream")
+		}
 	}
 }
