@@ -755,22 +755,16 @@ func (s *Session) withMeta(params any, extra map[string]any) (any, error) {
 	return obj, nil
 }
 
-// ListTools returns the server's tools.
+// ListTools returns the server's tools (all pages).
 func (s *Session) ListTools(ctx context.Context) ([]Tool, error) {
-	res, err := s.Request(ctx, methodToolsList, nil, client.Retryable())
+	tools, err := listAll[Tool](ctx, s, methodToolsList, "tools")
 	if err != nil {
 		return nil, err
 	}
-	var r struct {
-		Tools []Tool `json:"tools"`
-	}
-	if err := json.Unmarshal(res, &r); err != nil {
-		return nil, fmt.Errorf("mcp: tools/list: %w", err)
-	}
 	if t, ok := s.t.(*httpTransport); ok {
-		t.learnTools(r.Tools)
+		t.learnTools(tools)
 	}
-	return r.Tools, nil
+	return tools, nil
 }
 
 // CallOption modifies one tool call.

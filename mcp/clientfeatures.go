@@ -23,20 +23,47 @@ func (s *Session) into(ctx context.Context, method string, params any, out any, 
 	return nil
 }
 
-// ListResources returns the server's resources.
-func (s *Session) ListResources(ctx context.Context) ([]Resource, error) {
-	var r struct {
-		Resources []Resource `json:"resources"`
+// listAll fetches every page of a list (following nextCursor).
+func listAll[T any](ctx context.Context, s *Session, method, key string) ([]T, error) {
+	var all []T
+	var cursor string
+	for range 10000 {
+		var params any
+		if cursor != "" {
+			params = map[string]any{"cursor": cursor}
+		}
+		res, err := s.Request(ctx, method, params, client.Retryable())
+		if err != nil {
+			return nil, err
+		}
+		var page map[string]json.RawMessage
+		if err := json.Unmarshal(res, &page); err != nil {
+			return nil, fmt.Errorf("mcp: %s: %w", method, err)
+		}
+		var items []T
+		if err := json.Unmarshal(page[key], &items); err != nil && page[key] != nil {
+			return nil, fmt.Errorf("mcp: %s: %w", method, err)
+		}
+		all = append(all, items...)
+		cursor = ""
+		if c := page["nextCursor"]; c != nil {
+			json.Unmarshal(c, &cursor)
+		}
+		if cursor == "" {
+			return all, nil
+		}
 	}
-	return r.Resources, s.into(ctx, "resources/list", nil, &r, client.Retryable())
+	return nil, fmt.Errorf("mcp: %s: the server's pages do not end", method)
 }
 
-// ListResourceTemplates returns the server's resource templates.
+// ListResources returns the server's resources (all pages).
+func (s *Session) ListResources(ctx context.Context) ([]Resource, error) {
+	return listAll[Resource](ctx, s, "resources/list", "resources")
+}
+
+// ListResourceTemplates returns the server's resource templates (all pages).
 func (s *Session) ListResourceTemplates(ctx context.Context) ([]ResourceTemplate, error) {
-	var r struct {
-		Templates []ResourceTemplate `json:"resourceTemplates"`
-	}
-	return r.Templates, s.into(ctx, "resources/templates/list", nil, &r, client.Retryable())
+	return listAll[ResourceTemplate](ctx, s, "resources/templates/list", "resourceTemplates")
 }
 
 // ReadResource reads a resource (text or blob contents).
@@ -47,12 +74,9 @@ func (s *Session) ReadResource(ctx context.Context, uri string) ([]ResourceConte
 	return r.Contents, s.into(ctx, "resources/read", map[string]any{"uri": uri}, &r, client.Retryable())
 }
 
-// ListPrompts returns the server's prompts.
+// ListPrompts returns the server's prompts (all pages).
 func (s *Session) ListPrompts(ctx context.Context) ([]Prompt, error) {
-	var r struct {
-		Prompts []Prompt `json:"prompts"`
-	}
-	return r.Prompts, s.into(ctx, "prompts/list", nil, &r, client.Retryable())
+	return listAll[Prompt](ctx, s, "prompts/list", "prompts")
 }
 
 // GetPrompt renders a prompt with its arguments.

@@ -153,3 +153,46 @@ func TestLogOnlyWhenAsked(t *testing.T) {
 		}
 	})
 }
+
+// Lists are paged with PageSize; the client follows nextCursor, and a
+// cursor the server did not make is -32602.
+func TestPagination(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newServer(&mcp.ServerOptions{PageSize: 2})
+		featureServer(s)
+		w := wiretest.Start(t, s.Handler(), s.ConnOptions(nil), true)
+		defer w.Finish()
+		first := one(t, w.Exchange(modernReq("1", "tools/list", "")))
+		if !strings.Contains(first, `"nextCursor"`) || strings.Count(first, `"inputSchema"`) != 2 {
+			t.Fatalf("first page: %s", first)
+		}
+		if c := wiretest.ErrCode(t, one(t, w.Exchange(modernReq("2", "tools/list", `"cursor":"bogus"`)))); c != -32602 {
+			t.Errorf("bogus cursor: %d", c)
+		}
+	})
+	s := newServer(&mcp.ServerOptions{PageSize: 1})
+	featureServer(s)
+	sess, err := connectServer(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := sess.ListTools(t.Context())
+	if err != nil || len(tools) != 4 {
+		t.Fatalf("tools %d %v", len(tools), err)
+	}
+	if rs, err := sess.ListResources(t.Context()); err != nil || len(rs) != 2 {
+		t.Fatalf("resources %v %v", rs, err)
+	}
+	if ps, err := sess.ListPrompts(t.Context()); err != nil || len(ps) != 1 {
+		t.Fatalf("prompts %v %v", ps, err)
+	}
+	if got, err := sess.Complete(t.Context(), "ref/prompt", "greet", "who", "x", nil); err != nil || len(got) != 1 {
+		t.Fatalf("complete %v %v", got, err)
+	}
+	if c, err := sess.ReadResource(t.Context(), "test://bin"); err != nil || string(c[0].Blob) != "\x00\x01\x02" {
+		t.Fatalf("read %v %v", c, err)
+	}
+	if p, err := sess.GetPrompt(t.Context(), "greet", map[string]string{"who": "me"}); err != nil || p.Messages[0].Content.Text != "hi me" {
+		t.Fatalf("prompt %+v %v", p, err)
+	}
+}

@@ -18,6 +18,7 @@ type params struct {
 	name      []byte // raw JSON values; nil when absent
 	uri       []byte
 	arguments []byte
+	cursor    []byte
 	// A 2026-07-28 retry's answers and state (multi-round-trip requests).
 	inputResponses []byte
 	requestState   []byte
@@ -41,6 +42,8 @@ func parseParams(raw []byte, p *params) {
 			p.uri = value
 		case "arguments":
 			p.arguments = value
+		case "cursor":
+			p.cursor = value
 		case "inputResponses":
 			p.inputResponses = value
 		case "requestState":

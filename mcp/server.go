@@ -3,11 +3,13 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -55,6 +57,9 @@ type ServerOptions struct {
 	CacheTTL time.Duration
 	// Logger receives diagnostics. Nil means slog.Default().
 	Logger *slog.Logger
+	// PageSize is the most items a list result holds; the rest follow
+	// through nextCursor. Default 0: everything in one page.
+	PageSize int
 	// StateKey signs the requestState of multi-round-trip requests (see
 	// ToolRequest.SetState). Nil means a random key per Server; give every
 	// instance behind a load balancer the same key, so that a retry may
@@ -402,11 +407,12 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *params) (any
 		}
 		return ss.modernResult(r), nil
 	case methodToolsList:
-		return ss.modernResult(map[string]any{
-			"tools":      s.listTools(),
-			"ttlMs":      s.opts.CacheTTL.Milliseconds(),
-			"cacheScope": cacheScopePublic,
-		}), nil
+		r, err := paged("tools", s.listTools(), p.cursor, s.opts.PageSize)
+		if err != nil {
+			return nil, err
+		}
+		r["ttlMs"], r["cacheScope"] = s.opts.CacheTTL.Milliseconds(), cacheScopePublic
+		return ss.modernResult(r), nil
 	case methodToolsCall:
 		return ss.callTool(ctx, req, p, version)
 	case methodListen:
@@ -503,11 +509,13 @@ func (ss *session) feature(ctx context.Context, req *rpc.Request, p *params, ver
 	switch req.Method {
 	case "resources/list":
 		if s.hasResources() {
-			return map[string]any{"resources": s.listResources()}, nil, true
+			r, err := paged("resources", s.listResources(), p.cursor, s.opts.PageSize)
+			return r, err, true
 		}
 	case "resources/templates/list":
 		if s.hasResources() {
-			return map[string]any{"resourceTemplates": s.listTemplates()}, nil, true
+			r, err := paged("resourceTemplates", s.listTemplates(), p.cursor, s.opts.PageSize)
+			return r, err, true
 		}
 	case "resources/read":
 		if s.hasResources() {
@@ -516,7 +524,8 @@ func (ss *session) feature(ctx context.Context, req *rpc.Request, p *params, ver
 		}
 	case "prompts/list":
 		if s.hasPrompts() {
-			return map[string]any{"prompts": s.listPrompts()}, nil, true
+			r, err := paged("prompts", s.listPrompts(), p.cursor, s.opts.PageSize)
+			return r, err, true
 		}
 	case "prompts/get":
 		if s.hasPrompts() {
@@ -537,6 +546,30 @@ func (ss *session) feature(ctx context.Context, req *rpc.Request, p *params, ver
 
 // cacheable are the results that carry ttlMs and cacheScope (SEP-2549).
 var cacheable = []string{methodToolsList, "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+
+// paged returns one page of a list result under key, with nextCursor when
+// more follow. The cursor is opaque to clients: an offset, base64url.
+func paged[T any](key string, items []T, cursorRaw []byte, size int) (map[string]any, error) {
+	start := 0
+	if len(cursorRaw) > 0 && string(cursorRaw) != "null" {
+		c, ok := rawString(cursorRaw)
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		n, aerr := strconv.Atoi(string(b))
+		if !ok || err != nil || aerr != nil || n < 0 || n > len(items) {
+			return nil, invalidParams("invalid params: invalid cursor")
+		}
+		start = n
+	}
+	end := len(items)
+	if size > 0 && start+size < end {
+		end = start + size
+	}
+	r := map[string]any{key: items[start:end]}
+	if end < len(items) {
+		r["nextCursor"] = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
+	}
+	return r, nil
+}
 
 // ----- tools -----
 
@@ -755,7 +788,7 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *params) (any
 			return nil, jsonrpc.Errorf(codeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
 		}
 		if req.Method == methodToolsList {
-			return map[string]any{"tools": s.listTools()}, nil
+			return paged("tools", s.listTools(), p.cursor, s.opts.PageSize)
 		}
 		return ss.callTool(ctx, req, p, version)
 	case "resources/subscribe", "resources/unsubscribe":
