@@ -69,7 +69,7 @@ func (b *Bridge) headerParams(tool string) map[string]string {
 }
 
 func (b *Bridge) learnTools(tools []Tool) {
-	m := toolHeaderMap(tools)
+	m, _ := toolHeaderMap(tools)
 	b.mu.Lock()
 	b.toolHeaders = m
 	b.mu.Unlock()

@@ -95,6 +95,10 @@ type ClientOptions struct {
 	ProcessStartupAllowance time.Duration
 	// ConnectTimeout bounds the whole connect. Default 30 s.
 	ConnectTimeout time.Duration
+	// LegacyVersion is the version initialize offers. Default the latest
+	// legacy version (2025-11-25); the server may answer an older one,
+	// which is then used.
+	LegacyVersion string
 	// Cache remembers eras across connects, keyed by CacheKey. Nil: none.
 	Cache EraCache
 	// CacheKey identifies the server. Default for StartServer: its
@@ -413,7 +417,9 @@ func (s *Session) probeAndDecide(ctx context.Context) error {
 				s.forget()
 				return fmt.Errorf("%w: the server supports %v", ErrNoCommonVersion, perr.supported)
 			}
-			if retried || next == version {
+			if retried {
+				// Once more, even with the same version: a server may have
+				// refused a version it supports (a gateway that lagged).
 				s.forget()
 				return fmt.Errorf("%w: the server rejected %s", ErrNoCommonVersion, version)
 			}
@@ -585,8 +591,12 @@ type initializeResult struct {
 
 // initialize is the legacy handshake.
 func (s *Session) initialize(ctx context.Context) error {
+	offer := s.opts.LegacyVersion
+	if offer == "" {
+		offer = LatestLegacyVersion
+	}
 	res, err := s.t.call(ctx, methodInitialize, map[string]any{
-		"protocolVersion": LatestLegacyVersion,
+		"protocolVersion": offer,
 		"capabilities":    s.opts.Capabilities,
 		"clientInfo":      s.opts.Info,
 	}, nil)
@@ -760,6 +770,11 @@ func (s *Session) ListTools(ctx context.Context) ([]Tool, error) {
 	tools, err := listAll[Tool](ctx, s, methodToolsList, "tools")
 	if err != nil {
 		return nil, err
+	}
+	// "Invalid annotations" (x-mcp-header): the client drops the tool,
+	// whose calls it could not mirror correctly (SEP-2243).
+	if _, invalid := toolHeaderMap(tools); len(invalid) > 0 {
+		tools = slices.DeleteFunc(tools, func(t Tool) bool { return invalid[t.Name] })
 	}
 	if t, ok := s.t.(*httpTransport); ok {
 		t.learnTools(tools)

@@ -130,15 +130,17 @@ func ConnectHTTP(ctx context.Context, url string, opts *ClientOptions, hopts *HT
 // notifications are passed to onNotify; cancelling a call closes its
 // stream, which is the cancellation.
 type httpTransport struct {
-	url          string
-	opts         HTTPClientOptions
-	onNotify     func(method string, params json.RawMessage)
-	onRequest    func(ctx context.Context, method string, params json.RawMessage) (any, error)
-	reinitialize func(ctx context.Context) error // a new legacy session, after a 404
-	nextID       atomic.Int64
-	base         context.Context // every request's; cancelled by close
-	stop         context.CancelFunc
-	bg           sync.WaitGroup // cancellations and replies sent in the background
+	url            string
+	opts           HTTPClientOptions
+	onNotify       func(method string, params json.RawMessage)
+	onRequest      func(ctx context.Context, method string, params json.RawMessage) (any, error)
+	reinitialize   func(ctx context.Context) error // a new legacy session, after a 404
+	nextID         atomic.Int64
+	base           context.Context // every request's; cancelled by close
+	stop           context.CancelFunc
+	bg             sync.WaitGroup // cancellations and replies sent in the background
+	late           sync.Map       // responses that arrived on another stream, by id
+	standaloneOnce sync.Once
 
 	mu          sync.Mutex
 	closed      bool
@@ -155,6 +157,39 @@ func (t *httpTransport) negotiated(era, version string) {
 	t.mu.Lock()
 	t.era, t.version = era, version
 	t.mu.Unlock()
+	if era == "legacy" && t.onRequest != nil {
+		// A legacy server may send its own requests (elicitation,
+		// sampling) on the standalone stream rather than on a call's.
+		t.standaloneOnce.Do(t.standaloneStream)
+	}
+}
+
+// standaloneStream opens a legacy server's GET stream (before any call, so
+// that the server sees it as the standalone one) and reads it in the
+// background until the session closes; a server that has none (405, 404,
+// 400) is fine.
+func (t *httpTransport) standaloneStream() {
+	req, err := http.NewRequestWithContext(t.base, http.MethodGet, t.url, nil)
+	if err != nil {
+		return
+	}
+	t.setHeaders(req, "", nil)
+	req.Header.Del("Content-Type")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := t.opts.Client.Do(req)
+	if err != nil {
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return
+	}
+	t.goBackground(func() {
+		defer resp.Body.Close()
+		var lastID string
+		retry := time.Second
+		t.scanEvents(resp.Body, "", &lastID, &retry)
+	})
 }
 
 func (t *httpTransport) restart(context.Context) error { return client.ErrNotRestartable }
@@ -215,7 +250,7 @@ type envelope struct {
 // learnTools remembers which tool arguments travel in Mcp-Param- headers
 // ("clients MUST support" x-mcp-header).
 func (t *httpTransport) learnTools(tools []Tool) {
-	m := toolHeaderMap(tools)
+	m, _ := toolHeaderMap(tools)
 	t.mu.Lock()
 	t.toolHeaders = m
 	t.mu.Unlock()
@@ -235,9 +270,9 @@ func (t *httpTransport) setParamHeaders(h http.Header, tool string, args map[str
 	t.mu.Lock()
 	params := t.toolHeaders[tool]
 	t.mu.Unlock()
-	for arg, name := range params {
-		raw, ok := args[arg]
-		if !ok || len(raw) == 0 || string(raw) == "null" {
+	for path, name := range params {
+		raw := argAt(args, path)
+		if len(raw) == 0 || string(raw) == "null" {
 			continue
 		}
 		v := string(raw)
@@ -507,6 +542,9 @@ func (t *httpTransport) readStream(ctx context.Context, body io.Reader, id jsonr
 		if done || err != nil {
 			return res, err
 		}
+		if data, ok := t.late.LoadAndDelete(string(id)); ok {
+			return t.response(data.([]byte), id)
+		}
 		t.mu.Lock()
 		legacy := t.era == "legacy" || t.era == ""
 		t.mu.Unlock()
@@ -647,6 +685,9 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 		t.reply(jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		if string(msg.ID) != string(id) {
+			// A legacy server may answer a call on another stream (its
+			// standalone GET stream, say): kept for the call to find.
+			t.late.Store(string(msg.ID), bytes.Clone(data))
 			return nil, false, nil
 		}
 		res, err := t.response(data, id)

@@ -458,14 +458,14 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, method string, hasHeader boo
 	if method == methodToolsCall && want != "" {
 		params := h.backend.headerParams(want)
 		names := make([]string, 0, len(params))
-		for arg := range params {
-			names = append(names, arg)
+		for path := range params {
+			names = append(names, strings.Split(path, pathSep)[0])
 		}
 		if k := caseAmbiguous(args, names...); k != "" {
 			return jsonrpc.Errorf(CodeHeaderMismatch, "Header mismatch: argument %q is ambiguous (differs from another only in case)", k)
 		}
-		for arg, hname := range params {
-			if e := checkParamHeader(hdr, HeaderParamPrefix+hname, args[arg]); e != nil {
+		for path, hname := range params {
+			if e := checkParamHeader(hdr, HeaderParamPrefix+hname, argAt(args, path)); e != nil {
 				return e
 			}
 		}

@@ -128,7 +128,8 @@ func (s *Server) AddTool(t Tool, h ToolHandler) {
 	if _, ok := s.tools[t.Name]; !ok {
 		s.order = append(s.order, t.Name)
 	}
-	s.tools[t.Name] = &registeredTool{tool: t, handler: h, headers: schemaHeaders(t.InputSchema)}
+	headers, _ := schemaHeaders(t.InputSchema) // invalid annotations: no header checks
+	s.tools[t.Name] = &registeredTool{tool: t, handler: h, headers: headers}
 	s.notifyChangedLocked()
 	s.mu.Unlock()
 }
@@ -209,38 +210,20 @@ func (s *Server) headerParams(tool string) map[string]string {
 	return nil
 }
 
-// toolHeaderMap maps each tool that has x-mcp-header arguments to them.
-func toolHeaderMap(tools []Tool) map[string]map[string]string {
-	m := map[string]map[string]string{}
+// toolHeaderMap maps each tool that has valid x-mcp-header arguments to
+// them; tools with invalid annotations map to nil (and are reported).
+func toolHeaderMap(tools []Tool) (map[string]map[string]string, map[string]bool) {
+	m, invalid := map[string]map[string]string{}, map[string]bool{}
 	for _, t := range tools {
-		if h := schemaHeaders(t.InputSchema); h != nil {
+		h, ok := schemaHeaders(t.InputSchema)
+		switch {
+		case !ok:
+			invalid[t.Name] = true
+		case h != nil:
 			m[t.Name] = h
 		}
 	}
-	return m
-}
-
-// schemaHeaders reads the x-mcp-header annotations of a tool's top-level
-// properties ("statically reachable via properties only").
-func schemaHeaders(schema json.RawMessage) map[string]string {
-	var sc struct {
-		Properties map[string]struct {
-			Header string `json:"x-mcp-header"`
-		} `json:"properties"`
-	}
-	if json.Unmarshal(schema, &sc) != nil {
-		return nil
-	}
-	var out map[string]string
-	for name, p := range sc.Properties {
-		if p.Header != "" {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[name] = p.Header
-		}
-	}
-	return out
+	return m, invalid
 }
 
 // Handler returns a handler for one connection.

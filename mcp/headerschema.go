@@ -1,0 +1,98 @@
+package mcp
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+)
+
+// Tool arguments annotated with x-mcp-header travel in Mcp-Param-{Name}
+// headers too (2026-07-28 transports, SEP-2243). An annotation counts only
+// on a schema reached from the root through properties alone, on a
+// property of type string, integer or boolean, with a header name that is
+// an HTTP token, unique in the tool (case-insensitively). "Invalid
+// annotations" make the tool invalid: clients drop it from tools/list.
+
+// pathSep joins the property names of an argument's path into a map key.
+const pathSep = "\x00"
+
+var headerToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// schemaHeaders returns the annotated arguments of a tool's input schema
+// (path -> header name), and whether the annotations are valid.
+func schemaHeaders(schema json.RawMessage) (map[string]string, bool) {
+	var root any
+	if len(schema) == 0 || json.Unmarshal(schema, &root) != nil {
+		return nil, true
+	}
+	var out map[string]string
+	seen := map[string]bool{}
+	valid := true
+	var walk func(node any, path []string, reachable bool)
+	walk = func(node any, path []string, reachable bool) {
+		switch n := node.(type) {
+		case []any:
+			for _, v := range n {
+				walk(v, path, false)
+			}
+		case map[string]any:
+			if h, ok := n["x-mcp-header"]; ok {
+				name, isString := h.(string)
+				typ, _ := n["type"].(string)
+				switch {
+				case !reachable || len(path) == 0 || !isString || !headerToken.MatchString(name),
+					typ != "string" && typ != "integer" && typ != "boolean",
+					seen[strings.ToLower(name)]:
+					valid = false
+				default:
+					seen[strings.ToLower(name)] = true
+					if out == nil {
+						out = map[string]string{}
+					}
+					out[strings.Join(path, pathSep)] = name
+				}
+			}
+			for k, v := range n {
+				switch k {
+				case "const", "enum", "default", "examples", "x-mcp-header":
+					continue // data, not schemas
+				case "properties":
+					if props, ok := v.(map[string]any); ok {
+						for name, sub := range props {
+							walk(sub, append(append([]string(nil), path...), name), reachable)
+						}
+						continue
+					}
+				}
+				walk(v, path, false)
+			}
+		}
+	}
+	walk(root, nil, true)
+	if !valid {
+		return nil, false
+	}
+	return out, true
+}
+
+// argAt returns the argument at path in a tool call's arguments.
+func argAt(args map[string]json.RawMessage, path string) json.RawMessage {
+	steps := strings.Split(path, pathSep)
+	v, ok := args[steps[0]]
+	if !ok {
+		return nil
+	}
+	for _, step := range steps[1:] {
+		var next json.RawMessage
+		members(v, func(key, value []byte) {
+			if string(key) == step {
+				next = value
+			}
+		})
+		if next == nil {
+			return nil
+		}
+		v = next
+	}
+	return v
+}
