@@ -29,6 +29,33 @@
 // tool-set changes; a client cancel ends it silently and end of input ends
 // it with the graceful final result (SPEC E6).
 //
+// Beyond tools a server has resources (AddResource, AddResourceTemplate
+// with {var} and {+var} templates, ResourceUpdated for legacy
+// subscribers), prompts (AddPrompt; required arguments are checked before
+// the handler runs), completion (SetCompletion) and logging
+// (ToolRequest.Log: a legacy connection's logging/setLevel threshold,
+// "info" until set; in 2026-07-28 only when the request's _meta asked).
+// Capabilities follow what is registered. Lists are paged when
+// ServerOptions.PageSize is set. Methods removed in 2026-07-28 (ping,
+// logging/setLevel, resources/subscribe) are unknown to modern requests.
+//
+// # Asking the client for input
+//
+// ToolRequest and PromptRequest have Ask, Elicit, State and SetState, one
+// API for both eras. In the legacy era Ask sends the server's own request
+// (elicitation/create, sampling/createMessage, roots/list) on the
+// connection and waits for the answer; over stateless HTTP the request
+// goes out on the call's event stream under a process-unique id, and the
+// answer, which the client POSTs separately, is routed back. In the
+// 2026-07-28 era there are no server requests (SEP-2322): Ask returns the
+// answers the client sent with its retry (inputResponses), or
+// ErrInputRequired, which the handler returns and which becomes an
+// input_required result carrying the unanswered requests and, if the
+// handler called SetState, a requestState signed with HMAC-SHA256 over the
+// tool or prompt name (ServerOptions.StateKey, random per Server by
+// default). The retry runs the handler again from the start; State then
+// returns the verified state, and altered state is -32602.
+//
 // # Client
 //
 // StartServer (a subprocess) and NewClient (any stream) negotiate the era
@@ -48,6 +75,16 @@
 // upgraded server is probed again. Silence, crashes and malformed answers
 // are never cached. Modern entries stay until forgotten, which happens when
 // a negotiation based on them fails.
+//
+// Typed calls cover the surface: ListTools, CallTool (WithProgress,
+// WithLogLevel, SafeToRetry), ListResources, ListResourceTemplates,
+// ReadResource, ListPrompts, GetPrompt, Complete, SetLogLevel, and Request
+// for anything else; lists follow nextCursor. ClientOptions.OnInput
+// answers what a server asks in both eras (legacy server requests, and
+// input_required results, answered and retried with the server's
+// requestState); OnLog receives log messages. Over HTTP, tools whose
+// x-mcp-header annotations are invalid are dropped from ListTools, and
+// annotated arguments are mirrored in Mcp-Param- headers.
 //
 // Session.Listen opens a subscriptions/listen stream (modern era only),
 // returns once the server acknowledges it, and passes every notification
