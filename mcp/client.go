@@ -340,6 +340,9 @@ func (s *Session) connect(ctx context.Context) error {
 	s.connectTime = time.Since(start)
 	if err == nil {
 		s.t.negotiated(s.era, s.version)
+		if t, ok := s.t.(*httpTransport); ok {
+			t.openStandalone(ctx)
+		}
 		s.connected.Store(true)
 	}
 	return err

@@ -52,9 +52,15 @@
 // ErrInputRequired, which the handler returns and which becomes an
 // input_required result carrying the unanswered requests and, if the
 // handler called SetState, a requestState signed with HMAC-SHA256 over the
-// tool or prompt name (ServerOptions.StateKey, random per Server by
-// default). The retry runs the handler again from the start; State then
-// returns the verified state, and altered state is -32602.
+// method, the tool or prompt name and a digest of its arguments, valid for
+// an hour (ServerOptions.StateKey, random per Server by default). The retry
+// runs the handler again from the start; State then returns the verified
+// state, and altered, foreign or expired state is -32602. Over stateless
+// HTTP a legacy server request gets a random id, and only a POST with the
+// same credentials and address may answer it. logging/setLevel and
+// resources/subscribe are accepted from legacy HTTP clients but cannot
+// outlast their POST (there is no session): the default threshold applies
+// and no update notification can be sent.
 //
 // # Client
 //

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
@@ -128,6 +129,9 @@ func compileTemplate(t string) (*regexp.Regexp, []string, error) {
 	b.WriteString("^")
 	last := 0
 	for _, m := range templateVar.FindAllStringSubmatchIndex(t, -1) {
+		if strings.ContainsAny(t[last:m[0]], "{}") {
+			return nil, nil, fmt.Errorf("mcp: unsupported URI template %q (only {var} and {+var})", t)
+		}
 		b.WriteString(regexp.QuoteMeta(t[last:m[0]]))
 		if m[3] > m[2] { // {+var}: reserved expansion, slashes allowed
 			b.WriteString("(.+)")
@@ -151,10 +155,21 @@ func compileTemplate(t string) (*regexp.Regexp, []string, error) {
 // (legacy resources/subscribe connections).
 func (s *Server) ResourceUpdated(uri string) {
 	s.mu.Lock()
-	subs := slices.Clone(s.resourceSubs[uri])
+	var subs []*rpc.Conn
+	for c, uris := range s.resourceSubs {
+		if uris[uri] {
+			subs = append(subs, c)
+		}
+	}
 	s.mu.Unlock()
 	for _, c := range subs {
-		c.Notify(context.Background(), "notifications/resources/updated", map[string]any{"uri": uri})
+		// Each on its own, bounded: a client that does not read must not
+		// hold up the others, or the caller.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c.Notify(ctx, "notifications/resources/updated", map[string]any{"uri": uri})
+		}()
 	}
 }
 
@@ -240,19 +255,24 @@ func (ss *session) subscribe(conn *rpc.Conn, p *params, on bool) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.resourceSubs == nil {
-		s.resourceSubs = map[string][]*rpc.Conn{}
+		s.resourceSubs = map[*rpc.Conn]map[string]bool{}
 	}
-	subs := slices.DeleteFunc(s.resourceSubs[uri], func(c *rpc.Conn) bool { return c == conn })
-	if on {
-		subs = append(subs, conn)
-		go func() { // forget the connection when it ends
+	uris, known := s.resourceSubs[conn]
+	if !on {
+		delete(uris, uri) // the connection's entry stays until it ends
+		return struct{}{}, nil
+	}
+	if !known {
+		uris = map[string]bool{}
+		s.resourceSubs[conn] = uris
+		go func() { // one watcher per connection: forget it when it ends
 			<-conn.Done()
 			s.mu.Lock()
-			s.resourceSubs[uri] = slices.DeleteFunc(s.resourceSubs[uri], func(c *rpc.Conn) bool { return c == conn })
+			delete(s.resourceSubs, conn)
 			s.mu.Unlock()
 		}()
 	}
-	s.resourceSubs[uri] = subs
+	uris[uri] = true
 	return struct{}{}, nil
 }
 
@@ -359,7 +379,7 @@ func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *params, v
 		}
 	}
 	pr := &PromptRequest{Name: name, Arguments: args, ProtocolVersion: version}
-	target := func() string { return "prompts/get:" + name }
+	target := func() string { return stateTarget("prompts/get", name, p.arguments) }
 	if IsModern(version) {
 		in, err := s.parseInputs(p, target)
 		if err != nil {

@@ -140,6 +140,7 @@ type httpTransport struct {
 	stop           context.CancelFunc
 	bg             sync.WaitGroup // cancellations and replies sent in the background
 	late           sync.Map       // responses that arrived on another stream, by id
+	inflight       sync.Map       // ids of calls waiting for their response
 	standaloneOnce sync.Once
 
 	mu          sync.Mutex
@@ -157,10 +158,19 @@ func (t *httpTransport) negotiated(era, version string) {
 	t.mu.Lock()
 	t.era, t.version = era, version
 	t.mu.Unlock()
-	if era == "legacy" && t.onRequest != nil {
-		// A legacy server may send its own requests (elicitation,
-		// sampling) on the standalone stream rather than on a call's.
-		t.standaloneOnce.Do(t.standaloneStream)
+}
+
+// openStandalone opens a legacy server's standalone GET stream, after the
+// handshake and before any call (so that the server sees it as the
+// standalone one), when the client serves server requests: a legacy
+// server may send its own requests (elicitation, sampling) there rather
+// than on a call's stream. ctx bounds the wait for the stream's headers.
+func (t *httpTransport) openStandalone(ctx context.Context) {
+	t.mu.Lock()
+	legacy := t.era == "legacy"
+	t.mu.Unlock()
+	if legacy && t.onRequest != nil {
+		t.standaloneOnce.Do(func() { t.standaloneStream(ctx) })
 	}
 }
 
@@ -168,23 +178,47 @@ func (t *httpTransport) negotiated(era, version string) {
 // that the server sees it as the standalone one) and reads it in the
 // background until the session closes; a server that has none (405, 404,
 // 400) is fine.
-func (t *httpTransport) standaloneStream() {
-	req, err := http.NewRequestWithContext(t.base, http.MethodGet, t.url, nil)
+func (t *httpTransport) standaloneStream(ctx context.Context) {
+	rctx, cancel := context.WithCancel(t.base)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, t.url, nil)
 	if err != nil {
+		cancel()
 		return
 	}
 	t.setHeaders(req, "", nil)
 	req.Header.Del("Content-Type")
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := t.opts.Client.Do(req)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := t.opts.Client.Do(req)
+		got <- result{resp, err}
+	}()
+	var resp *http.Response
+	select {
+	case r := <-got:
+		resp, err = r.resp, r.err
+	case <-ctx.Done():
+		cancel() // no stream, then; the connect goes on
+		if r := <-got; r.resp != nil {
+			r.resp.Body.Close()
+		}
+		return
+	}
 	if err != nil {
+		cancel()
 		return
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
+		cancel()
 		return
 	}
 	t.goBackground(func() {
+		defer cancel()
 		defer resp.Body.Close()
 		var lastID string
 		retry := time.Second
@@ -433,6 +467,11 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 	if onID != nil {
 		onID(id)
 	}
+	t.inflight.Store(string(id), struct{}{})
+	defer func() {
+		t.inflight.Delete(string(id))
+		t.late.Delete(string(id))
+	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(msg))
 	if err != nil {
 		return nil, err
@@ -687,7 +726,9 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 		if string(msg.ID) != string(id) {
 			// A legacy server may answer a call on another stream (its
 			// standalone GET stream, say): kept for the call to find.
-			t.late.Store(string(msg.ID), bytes.Clone(data))
+			if _, ok := t.inflight.Load(string(msg.ID)); ok {
+				t.late.Store(string(msg.ID), bytes.Clone(data))
+			}
 			return nil, false, nil
 		}
 		res, err := t.response(data, id)

@@ -3,8 +3,11 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,10 +19,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
@@ -125,13 +126,24 @@ type HTTPHandler struct {
 
 	// The server's own requests to legacy clients, by the id they were
 	// sent with: their answers arrive as POSTs of their own.
-	asked   sync.Map // string id -> askedRequest
-	askedID atomic.Int64
+	asked sync.Map // string id -> askedRequest
+}
+
+// callerOf identifies who sent a request, as far as HTTP can tell: a
+// digest of its Authorization header and remote address.
+func callerOf(r *http.Request) string {
+	h := sha256.New()
+	io.WriteString(h, r.Header.Get("Authorization"))
+	h.Write([]byte{0})
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	io.WriteString(h, host)
+	return string(h.Sum(nil))
 }
 
 type askedRequest struct {
-	ex *exchange
-	id []byte // the id the handler's connection used
+	ex     *exchange
+	id     []byte // the id the handler's connection used
+	caller string // who asked: a digest of the request's credentials
 }
 
 // HTTPHandler returns a Streamable HTTP endpoint for s.
@@ -314,33 +326,36 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, body []byte, accept acceptable) {
 	id := jsonrpc.ID(msg.ID)
-	var p struct {
-		Meta *struct {
-			ProtocolVersion json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
-			ProgressToken   json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
-		Name      json.RawMessage            `json:"name"`
-		URI       json.RawMessage            `json:"uri"`
-		Arguments map[string]json.RawMessage `json:"arguments"`
-	}
+	// The members headers mirror are read exactly as the session reads
+	// them (exact keys), and must be unambiguous: a handler decoding into a
+	// Go struct matches keys case-insensitively, a server behind a bridge
+	// exactly, and a header must be checked against the value used.
+	var p params
+	var args map[string]json.RawMessage
 	if len(msg.Params) > 0 && msg.Params[0] == '{' {
-		// The members headers mirror must be unambiguous: Go decodes
-		// struct fields case-insensitively, other servers (behind a
-		// bridge) exactly, and a header must be checked against the value
-		// the handler will use.
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(msg.Params, &obj) == nil {
 			if k := caseAmbiguous(obj, "name", "uri", "arguments", "_meta"); k != "" {
 				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+strconvQuote(k)+" is ambiguous (differs from another only in case)", nil)
 				return
 			}
+			var meta map[string]json.RawMessage
+			if json.Unmarshal(obj["_meta"], &meta) == nil {
+				if k := caseAmbiguous(meta, MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel, MetaProgressToken); k != "" {
+					httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+strconvQuote(k)+" is ambiguous (differs from another only in case)", nil)
+					return
+				}
+			}
 		}
-		json.Unmarshal(msg.Params, &p) // a bad shape is the handler's -32602
+		parseParams(msg.Params, &p)
+		if len(p.arguments) > 0 && p.arguments[0] == '{' {
+			json.Unmarshal(p.arguments, &args)
+		}
 	}
 	headerVersion, hasHeader := headerValue(r.Header, HeaderProtocolVersion)
 	var bodyVersion string
 	hasBodyVersion := false
-	if p.Meta != nil && len(p.Meta.ProtocolVersion) > 0 && json.Unmarshal(p.Meta.ProtocolVersion, &bodyVersion) == nil {
+	if p.meta != nil && len(p.meta.ProtocolVersion) > 0 && json.Unmarshal(p.meta.ProtocolVersion, &bodyVersion) == nil {
 		hasBodyVersion = true
 	}
 
@@ -382,14 +397,14 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 		// A legacy client answering a request of the server's (sampling,
 		// elicitation) that went out on another POST's event stream: it
 		// goes back to that exchange, under the id the handler used.
-		h.answerServerRequest(msg)
+		h.answerServerRequest(msg, callerOf(r))
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 
 	method := msg.MethodName()
 	if modern {
-		if e := h.checkHeaders(r.Header, method, hasHeader, headerVersion, hasBodyVersion, bodyVersion, p.Name, p.URI, p.Arguments); e != nil {
+		if e := h.checkHeaders(r.Header, method, hasHeader, headerVersion, hasBodyVersion, bodyVersion, p.name, p.uri, args); e != nil {
 			httpError(w, http.StatusBadRequest, id, e.Code, e.Message, nil)
 			return
 		}
@@ -465,7 +480,11 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, method string, hasHeader boo
 			return jsonrpc.Errorf(CodeHeaderMismatch, "Header mismatch: argument %q is ambiguous (differs from another only in case)", k)
 		}
 		for path, hname := range params {
-			if e := checkParamHeader(hdr, HeaderParamPrefix+hname, argAt(args, path)); e != nil {
+			arg, ambiguous := argAtStrict(args, path)
+			if ambiguous != "" {
+				return jsonrpc.Errorf(CodeHeaderMismatch, "Header mismatch: argument %q is ambiguous (differs from another only in case)", ambiguous)
+			}
+			if e := checkParamHeader(hdr, HeaderParamPrefix+hname, arg); e != nil {
 				return e
 			}
 		}
@@ -672,6 +691,7 @@ func (h *HTTPHandler) authorized(r *http.Request) bool {
 func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, line []byte, modern bool, legacyVersion string, accept acceptable) {
 	ex := &exchange{
 		h:      h,
+		caller: callerOf(r),
 		w:      w,
 		rc:     http.NewResponseController(w),
 		modern: modern,
@@ -769,6 +789,7 @@ wait:
 // Lines the connection writes become the JSON body or SSE events.
 type exchange struct {
 	h      *HTTPHandler
+	caller string
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	conn   *rpc.Conn
@@ -863,8 +884,12 @@ func (ex *exchange) serverRequestLocked(msg *jsonrpc.Message) error {
 			jsonrpc.NewError(jsonrpc.CodeInternalError, "the client accepts no event stream, so it cannot be asked anything", nil)))
 		return nil
 	}
-	id := `"srv-` + strconv.FormatInt(ex.h.askedID.Add(1), 10) + `"`
-	ex.h.asked.Store(id, askedRequest{ex: ex, id: bytes.Clone(msg.ID)})
+	// Unguessable, and only its own client (the same credentials) may
+	// answer it.
+	var nonce [16]byte
+	rand.Read(nonce[:])
+	id := `"srv-` + hex.EncodeToString(nonce[:]) + `"`
+	ex.h.asked.Store(id, askedRequest{ex: ex, id: bytes.Clone(msg.ID), caller: ex.caller})
 	ex.asked = append(ex.asked, id)
 	line := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	line = append(line, `,"method":`...)
@@ -880,11 +905,12 @@ func (ex *exchange) serverRequestLocked(msg *jsonrpc.Message) error {
 
 // answerServerRequest passes a legacy client's answer to the exchange that
 // asked, under the id its handler used.
-func (h *HTTPHandler) answerServerRequest(msg *jsonrpc.Message) {
-	v, ok := h.asked.LoadAndDelete(string(msg.ID))
-	if !ok {
+func (h *HTTPHandler) answerServerRequest(msg *jsonrpc.Message, caller string) {
+	v, ok := h.asked.Load(string(msg.ID))
+	if !ok || v.(askedRequest).caller != caller {
 		return
 	}
+	h.asked.Delete(string(msg.ID))
 	a := v.(askedRequest)
 	line := append([]byte(`{"jsonrpc":"2.0","id":`), a.id...)
 	if msg.Kind == jsonrpc.KindError {

@@ -7,11 +7,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -28,7 +30,7 @@ const (
 // roots (MethodListRoots). Params follow the method's schema.
 type InputRequest struct {
 	Method string `json:"method"`
-	Params any    `json:"params"`
+	Params any    `json:"params,omitempty"`
 }
 
 // inputRequiredError carries the requests still unanswered.
@@ -167,7 +169,7 @@ func (s *Server) inputRequiredResult(e *inputRequiredError, in *inputs, target s
 func (s *Server) stateKey() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.opts.StateKey != nil {
+	if len(s.opts.StateKey) > 0 {
 		return s.opts.StateKey
 	}
 	if s.randomKey == nil {
@@ -185,18 +187,24 @@ func (s *Server) mac(payload []byte, target string) []byte {
 	return h.Sum(nil)
 }
 
-// signState returns base64url(nonce || data) "." base64url(mac). The
-// nonce makes every round's state different.
+// stateTTL bounds how long a requestState is honoured.
+const stateTTL = time.Hour
+
+// signState returns base64url(nonce || issued || data) "." base64url(mac),
+// the MAC covering the request's target (method, name and a digest of its
+// arguments): state is valid only for the call it was issued for, for an
+// hour. The nonce makes every round's state different.
 func (s *Server) signState(data []byte, target string) string {
-	payload := make([]byte, 8+len(data))
+	payload := make([]byte, 16+len(data))
 	rand.Read(payload[:8])
-	copy(payload[8:], data)
+	binary.BigEndian.PutUint64(payload[8:16], uint64(time.Now().Unix()))
+	copy(payload[16:], data)
 	enc := base64.RawURLEncoding
 	return enc.EncodeToString(payload) + "." + enc.EncodeToString(s.mac(payload, target))
 }
 
 // verifyState checks the whole string: strict decoding, so that nothing
-// appended or altered passes.
+// appended or altered passes; then the MAC and the age.
 func (s *Server) verifyState(state, target string) ([]byte, bool) {
 	p, m, ok := strings.Cut(state, ".")
 	if !ok {
@@ -205,13 +213,24 @@ func (s *Server) verifyState(state, target string) ([]byte, bool) {
 	enc := base64.RawURLEncoding.Strict()
 	payload, err1 := enc.DecodeString(p)
 	sum, err2 := enc.DecodeString(m)
-	if err1 != nil || err2 != nil || len(payload) < 8 || enc.EncodeToString(payload) != p || enc.EncodeToString(sum) != m {
+	if err1 != nil || err2 != nil || len(payload) < 16 || enc.EncodeToString(payload) != p || enc.EncodeToString(sum) != m {
 		return nil, false
 	}
 	if !hmac.Equal(sum, s.mac(payload, target)) {
 		return nil, false
 	}
-	return payload[8:], true
+	issued := time.Unix(int64(binary.BigEndian.Uint64(payload[8:16])), 0)
+	if age := time.Since(issued); age < -time.Minute || age > stateTTL {
+		return nil, false
+	}
+	return payload[16:], true
+}
+
+// stateTarget names what a requestState is for: the method, the tool or
+// prompt, and a digest of its arguments.
+func stateTarget(method, name string, arguments []byte) string {
+	sum := sha256.Sum256(arguments)
+	return method + "\x00" + name + "\x00" + string(sum[:])
 }
 
 // asInputRequired reports whether err asks for input.

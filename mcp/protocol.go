@@ -227,6 +227,7 @@ type requestMeta struct {
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
 	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
+	logLevelInvalid    bool            // present but not a string
 	ProgressToken      json.RawMessage `json:"progressToken"`
 }
 

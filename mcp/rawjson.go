@@ -62,7 +62,9 @@ func parseMeta(raw []byte, m *requestMeta) {
 		case MetaClientInfo:
 			m.ClientInfo = value
 		case MetaLogLevel:
-			m.LogLevel, _ = rawString(value)
+			var ok bool
+			m.LogLevel, ok = rawString(value)
+			m.logLevelInvalid = !ok
 		case MetaProgressToken:
 			m.ProgressToken = value
 		}

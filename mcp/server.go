@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,7 +98,7 @@ type Server struct {
 	resources     map[string]*registeredResource
 	resourceOrder []string
 	templates     []*registeredTemplate
-	resourceSubs  map[string][]*rpc.Conn // legacy resources/subscribe
+	resourceSubs  map[*rpc.Conn]map[string]bool // legacy resources/subscribe
 	prompts       map[string]*registeredPrompt
 	promptOrder   []string
 	completion    CompletionHandler
@@ -309,7 +310,8 @@ type session struct {
 	initialized   bool
 	legacyVersion string
 	watching      bool
-	logLevel      string // legacy logging/setLevel; "info" until set
+	logLevel      string          // legacy logging/setLevel; "info" until set
+	clientCaps    json.RawMessage // legacy: what initialize declared
 }
 
 func invalidParams(format string, args ...any) error {
@@ -364,6 +366,9 @@ func checkModernMeta(m *requestMeta) (version string, err error) {
 	}
 	if len(m.ClientCapabilities) == 0 || m.ClientCapabilities[0] != '{' {
 		return "", invalidParams("invalid params: _meta[%q] is required and must be an object", MetaClientCapabilities)
+	}
+	if m.LogLevel != "" && !slices.Contains(LogLevels, m.LogLevel) || m.logLevelInvalid {
+		return "", invalidParams("invalid params: _meta[%q] must be one of %s", MetaLogLevel, strings.Join(LogLevels, ", "))
 	}
 	if len(m.ClientInfo) > 0 && m.ClientInfo[0] != '{' {
 		return "", invalidParams("invalid params: _meta[%q] must be an object", MetaClientInfo)
@@ -527,6 +532,9 @@ func (ss *session) feature(ctx context.Context, req *rpc.Request, p *params, ver
 	return nil, nil, false
 }
 
+// featureMethods are the methods feature serves.
+var featureMethods = []string{"resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete"}
+
 // cacheable are the results that carry ttlMs and cacheScope (SEP-2549).
 var cacheable = []string{methodToolsList, "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
 
@@ -584,7 +592,7 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 	}
 	tr := &ToolRequest{Name: t.tool.Name, Arguments: args, ProtocolVersion: version, rpc: req}
 	modern := IsModern(version)
-	target := func() string { return "tools/call:" + t.tool.Name }
+	target := func() string { return stateTarget(methodToolsCall, t.tool.Name, args) }
 	if modern {
 		in, err := ss.srv.parseInputs(p, target)
 		if err != nil {
@@ -599,7 +607,7 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 	}
 	if !modern {
 		ss.mu.Lock()
-		tr.logLevel = ss.logLevel
+		tr.logLevel, tr.ClientCapabilities = ss.logLevel, ss.clientCaps
 		ss.mu.Unlock()
 	}
 	if m != nil && len(m.ProgressToken) > 0 && string(m.ProgressToken) != "null" {
@@ -690,6 +698,20 @@ func (r *ToolRequest) Progress(progress, total float64, message string) error {
 // capability the client did not include ... the server MUST return a
 // MissingRequiredClientCapabilityError (-32021)" (2026-07-28 basic).
 func (r *ToolRequest) RequireClientCapability(name string) error {
+	if !IsModern(r.ProtocolVersion) {
+		// Legacy: what initialize declared, when this connection saw it
+		// (a stateless HTTP request did not: it is given the benefit).
+		if r.ClientCapabilities == nil {
+			return nil
+		}
+		var caps map[string]json.RawMessage
+		if json.Unmarshal(r.ClientCapabilities, &caps) == nil {
+			if v, ok := caps[name]; ok && string(v) != "null" {
+				return nil
+			}
+		}
+		return invalidParams("invalid params: this request needs the client's %s capability, which it did not declare", name)
+	}
 	var caps map[string]json.RawMessage
 	if json.Unmarshal(r.ClientCapabilities, &caps) == nil {
 		if v, ok := caps[name]; ok && string(v) != "null" {
@@ -782,10 +804,10 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *params) (any
 	case "logging/setLevel":
 		return ss.setLevel(req.Params)
 	}
+	if !ready && slices.Contains(featureMethods, req.Method) {
+		return nil, jsonrpc.Errorf(codeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
+	}
 	if res, err, ok := ss.feature(ctx, req, p, version); ok {
-		if !ready && err == nil {
-			return nil, jsonrpc.Errorf(codeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
-		}
 		return res, err
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
@@ -804,6 +826,7 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 	}
 	ss.mu.Lock()
 	ss.legacyVersion = version
+	ss.clientCaps = p.Capabilities
 	startWatch := !ss.watching
 	ss.watching = true
 	ss.mu.Unlock()
