@@ -105,6 +105,36 @@ func (s *Server) AddResource(r Resource, h ResourceHandler) {
 		s.resourceOrder = append(s.resourceOrder, r.URI)
 	}
 	s.resources[r.URI] = &registeredResource{res: r, handler: h}
+	s.notifyLocked(kindResources)
+}
+
+// RemoveResource unregisters a resource.
+func (s *Server) RemoveResource(uri string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.resources[uri]; ok {
+		delete(s.resources, uri)
+		s.resourceOrder = slices.DeleteFunc(s.resourceOrder, func(u string) bool { return u == uri })
+		s.notifyLocked(kindResources)
+	}
+}
+
+// watchUpdates registers a listen stream for ResourceUpdated.
+func (s *Server) watchUpdates() chan string {
+	ch := make(chan string, 64)
+	s.mu.Lock()
+	if s.updates == nil {
+		s.updates = map[chan string]struct{}{}
+	}
+	s.updates[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch
+}
+
+func (s *Server) unwatchUpdates(ch chan string) {
+	s.mu.Lock()
+	delete(s.updates, ch)
+	s.mu.Unlock()
 }
 
 // AddResourceTemplate registers a template: reads of URIs that match it go
@@ -118,6 +148,7 @@ func (s *Server) AddResourceTemplate(t ResourceTemplate, h ResourceHandler) erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.templates = append(s.templates, &registeredTemplate{tmpl: t, re: re, vars: vars, handler: h})
+	s.notifyLocked(kindResources)
 	return nil
 }
 
@@ -159,6 +190,12 @@ func (s *Server) ResourceUpdated(uri string) {
 	for c, uris := range s.resourceSubs {
 		if uris[uri] {
 			subs = append(subs, c)
+		}
+	}
+	for ch := range s.updates { // 2026-07-28 listen streams
+		select {
+		case ch <- uri:
+		default: // a stream that is this far behind misses the update
 		}
 	}
 	s.mu.Unlock()
@@ -337,6 +374,18 @@ func (s *Server) AddPrompt(p Prompt, h PromptHandler) {
 		s.promptOrder = append(s.promptOrder, p.Name)
 	}
 	s.prompts[p.Name] = &registeredPrompt{prompt: p, handler: h}
+	s.notifyLocked(kindPrompts)
+}
+
+// RemovePrompt unregisters a prompt.
+func (s *Server) RemovePrompt(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.prompts[name]; ok {
+		delete(s.prompts, name)
+		s.promptOrder = slices.DeleteFunc(s.promptOrder, func(n string) bool { return n == name })
+		s.notifyLocked(kindPrompts)
+	}
 }
 
 func (s *Server) listPrompts() []Prompt {

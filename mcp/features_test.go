@@ -72,7 +72,7 @@ func TestFeaturesModern(t *testing.T) {
 		want                 []string // substrings of the answer
 		code                 int64
 	}{
-		{name: "discover declares them", method: "server/discover", want: []string{`"resources":{}`, `"prompts":{}`, `"completions":{}`}},
+		{name: "discover declares them", method: "server/discover", want: []string{`"resources":{"listChanged":true,"subscribe":true}`, `"prompts":{"listChanged":true}`, `"completions":{}`}},
 		{name: "resources/list", method: "resources/list", want: []string{`"uri":"test://a"`, `"uri":"test://bin"`, `"ttlMs":0`, `"cacheScope":"public"`, `"resultType":"complete"`}},
 		{name: "templates", method: "resources/templates/list", want: []string{`"uriTemplate":"test://items/{id}/v{version}"`, `"ttlMs"`}},
 		{name: "read empty text", method: "resources/read", params: `"uri":"test://a"`, want: []string{`"text":""`, `"ttlMs"`}},
@@ -113,7 +113,7 @@ func TestFeaturesModern(t *testing.T) {
 func TestFeaturesLegacy(t *testing.T) {
 	runFeatures(t, func(w *wiretest.Wire) {
 		init := one(t, w.Exchange(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
-		for _, s := range []string{`"resources":{"subscribe":true}`, `"prompts":{}`, `"logging":{}`, `"completions":{}`} {
+		for _, s := range []string{`"resources":{"listChanged":true,"subscribe":true}`, `"prompts":{"listChanged":true}`, `"logging":{}`, `"completions":{}`} {
 			if !strings.Contains(init, s) {
 				t.Errorf("initialize lacks %s: %s", s, init)
 			}
@@ -195,4 +195,38 @@ func TestPagination(t *testing.T) {
 	if p, err := sess.GetPrompt(t.Context(), "greet", map[string]string{"who": "me"}); err != nil || p.Messages[0].Content.Text != "hi me" {
 		t.Fatalf("prompt %+v %v", p, err)
 	}
+}
+
+// E6 with the whole surface: a listen stream honours prompt and resource
+// list changes and resource subscriptions, with the subscription id.
+func TestListenPromptsAndResources(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newServer(nil)
+		featureServer(s)
+		w := wiretest.Start(t, s.Handler(), s.ConnOptions(nil), true)
+		defer w.Finish()
+		ack := one(t, w.Exchange(modernReq(`"L"`, "subscriptions/listen", `"notifications":{"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":["test://a"]}`)))
+		for _, want := range []string{`"promptsListChanged":true`, `"resourcesListChanged":true`, `"resourceSubscriptions":["test://a"]`} {
+			if !strings.Contains(ack, want) {
+				t.Errorf("ack lacks %s: %s", want, ack)
+			}
+		}
+		s.AddPrompt(mcp.Prompt{Name: "p2", Description: "d"}, nil)
+		w.Settle()
+		s.ResourceUpdated("test://other")
+		s.ResourceUpdated("test://a")
+		w.Settle()
+		s.RemoveResource("test://bin")
+		w.Settle()
+		got := strings.Join(w.Take(), "\n")
+		for _, want := range []string{`"method":"notifications/prompts/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L"}}`,
+			`"method":"notifications/resources/updated"`, `"uri":"test://a"`, `"method":"notifications/resources/list_changed"`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("stream lacks %s:\n%s", want, got)
+			}
+		}
+		if strings.Contains(got, "test://other") {
+			t.Errorf("an update nobody subscribed to: %s", got)
+		}
+	})
 }

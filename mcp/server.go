@@ -102,7 +102,9 @@ type Server struct {
 	prompts       map[string]*registeredPrompt
 	promptOrder   []string
 	completion    CompletionHandler
-	randomKey     []byte // StateKey's default
+	randomKey     []byte                   // StateKey's default
+	changes       map[string]chan struct{} // prompts, resources: closed at a change
+	updates       map[chan string]struct{} // listen streams' resource updates
 }
 
 // NewServer returns a server that introduces itself as info.
@@ -146,15 +148,45 @@ func (s *Server) RemoveTool(name string) {
 	s.mu.Unlock()
 }
 
-func (s *Server) notifyChangedLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
+func (s *Server) notifyChangedLocked() { s.notifyLocked(kindTools) }
 
-func (s *Server) toolsChanged() <-chan struct{} {
+func (s *Server) toolsChanged() <-chan struct{} { return s.changedCh(kindTools) }
+
+// The lists whose changes are announced.
+const (
+	kindTools     = "tools"
+	kindPrompts   = "prompts"
+	kindResources = "resources"
+)
+
+// changedCh returns a channel closed at the next change of a list.
+func (s *Server) changedCh(kind string) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.changed
+	if kind == kindTools {
+		return s.changed
+	}
+	if s.changes == nil {
+		s.changes = map[string]chan struct{}{}
+	}
+	ch, ok := s.changes[kind]
+	if !ok {
+		ch = make(chan struct{})
+		s.changes[kind] = ch
+	}
+	return ch
+}
+
+func (s *Server) notifyLocked(kind string) {
+	if kind == kindTools {
+		close(s.changed)
+		s.changed = make(chan struct{})
+		return
+	}
+	if ch, ok := s.changes[kind]; ok {
+		close(ch)
+		delete(s.changes, kind)
+	}
 }
 
 // AddTool registers a tool whose arguments are decoded into In. When the
@@ -252,14 +284,12 @@ func (s *Server) supportedVersions() []string {
 func (s *Server) capabilities(modern bool) map[string]any {
 	c := map[string]any{"tools": map[string]any{"listChanged": true}}
 	if s.hasResources() {
-		if modern {
-			c["resources"] = map[string]any{}
-		} else {
-			c["resources"] = map[string]any{"subscribe": true}
-		}
+		// Legacy: resources/subscribe; 2026-07-28: resourceSubscriptions
+		// on subscriptions/listen.
+		c["resources"] = map[string]any{"subscribe": true, "listChanged": true}
 	}
 	if s.hasPrompts() {
-		c["prompts"] = map[string]any{}
+		c["prompts"] = map[string]any{"listChanged": true}
 	}
 	s.mu.Lock()
 	if s.completion != nil {
@@ -458,12 +488,28 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 	}
 	subMeta := map[string]any{MetaSubscriptionID: req.ID}
 	honored := map[string]any{}
-	var changed <-chan struct{}
+	// The channels are taken before the acknowledgment, so a change right
+	// after it is not missed.
+	var changed, prompts, resources <-chan struct{}
+	var updates chan string
 	if p.Notifications.ToolsListChanged {
 		honored["toolsListChanged"] = true
-		// Taken before the acknowledgment, so a change right after it is
-		// not missed.
 		changed = ss.srv.toolsChanged()
+	}
+	if p.Notifications.PromptsListChanged && ss.srv.hasPrompts() {
+		honored["promptsListChanged"] = true
+		prompts = ss.srv.changedCh(kindPrompts)
+	}
+	if ss.srv.hasResources() {
+		if p.Notifications.ResourcesListChanged {
+			honored["resourcesListChanged"] = true
+			resources = ss.srv.changedCh(kindResources)
+		}
+		if len(p.Notifications.ResourceSubscriptions) > 0 {
+			honored["resourceSubscriptions"] = p.Notifications.ResourceSubscriptions
+			updates = ss.srv.watchUpdates()
+			defer ss.srv.unwatchUpdates(updates)
+		}
 	}
 	if err := req.Notify(methodAcknowledged, map[string]any{"_meta": subMeta, "notifications": honored}); err != nil {
 		return nil, err
@@ -477,6 +523,22 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 			changed = ss.srv.toolsChanged()
 			if err := req.Notify(methodToolsListChanged, map[string]any{"_meta": subMeta}); err != nil {
 				return nil, err
+			}
+		case <-prompts:
+			prompts = ss.srv.changedCh(kindPrompts)
+			if err := req.Notify("notifications/prompts/list_changed", map[string]any{"_meta": subMeta}); err != nil {
+				return nil, err
+			}
+		case <-resources:
+			resources = ss.srv.changedCh(kindResources)
+			if err := req.Notify("notifications/resources/list_changed", map[string]any{"_meta": subMeta}); err != nil {
+				return nil, err
+			}
+		case uri := <-updates:
+			if slices.Contains(p.Notifications.ResourceSubscriptions, uri) {
+				if err := req.Notify("notifications/resources/updated", map[string]any{"uri": uri, "_meta": subMeta}); err != nil {
+					return nil, err
+				}
 			}
 		case <-req.Conn().InputDone():
 			return final, nil
@@ -847,14 +909,20 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 // watchLegacyChanges tells a legacy client when the tool set changes, as
 // the listChanged capability promises, until input ends.
 func (ss *session) watchLegacyChanges(conn *rpc.Conn, changed <-chan struct{}) {
+	prompts, resources := ss.srv.changedCh(kindPrompts), ss.srv.changedCh(kindResources)
 	for {
+		method := ""
 		select {
 		case <-changed:
-			changed = ss.srv.toolsChanged()
-			if err := conn.Notify(context.Background(), methodToolsListChanged, nil); err != nil {
-				return
-			}
+			changed, method = ss.srv.toolsChanged(), methodToolsListChanged
+		case <-prompts:
+			prompts, method = ss.srv.changedCh(kindPrompts), "notifications/prompts/list_changed"
+		case <-resources:
+			resources, method = ss.srv.changedCh(kindResources), "notifications/resources/list_changed"
 		case <-conn.InputDone():
+			return
+		}
+		if err := conn.Notify(context.Background(), method, nil); err != nil {
 			return
 		}
 	}
