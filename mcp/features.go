@@ -98,13 +98,7 @@ type registeredTemplate struct {
 func (s *Server) AddResource(r Resource, h ResourceHandler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.resources == nil {
-		s.resources = map[string]*registeredResource{}
-	}
-	if _, ok := s.resources[r.URI]; !ok {
-		s.resourceOrder = append(s.resourceOrder, r.URI)
-	}
-	s.resources[r.URI] = &registeredResource{res: r, handler: h}
+	s.resources.put(r.URI, &registeredResource{res: r, handler: h})
 	s.notifyLocked(kindResources)
 }
 
@@ -112,9 +106,7 @@ func (s *Server) AddResource(r Resource, h ResourceHandler) {
 func (s *Server) RemoveResource(uri string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.resources[uri]; ok {
-		delete(s.resources, uri)
-		s.resourceOrder = slices.DeleteFunc(s.resourceOrder, func(u string) bool { return u == uri })
+	if s.resources.remove(uri) {
 		s.notifyLocked(kindResources)
 	}
 }
@@ -213,11 +205,7 @@ func (s *Server) ResourceUpdated(uri string) {
 func (s *Server) listResources() []Resource {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Resource, 0, len(s.resourceOrder))
-	for _, u := range s.resourceOrder {
-		out = append(out, s.resources[u].res)
-	}
-	return out
+	return list(&s.resources, func(r *registeredResource) Resource { return r.res })
 }
 
 func (s *Server) listTemplates() []ResourceTemplate {
@@ -233,7 +221,7 @@ func (s *Server) listTemplates() []ResourceTemplate {
 func (s *Server) hasResources() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.resources) > 0 || len(s.templates) > 0
+	return s.resources.len() > 0 || len(s.templates) > 0
 }
 
 func notFound(uri string, modern bool) error {
@@ -253,7 +241,7 @@ func (ss *session) readResource(ctx context.Context, p *params, version string) 
 	req := &ReadRequest{URI: uri, ProtocolVersion: version}
 	s.mu.Lock()
 	var h ResourceHandler
-	if r, ok := s.resources[uri]; ok {
+	if r, ok := s.resources.get(uri); ok {
 		h = r.handler
 	} else {
 		for _, t := range s.templates {
@@ -367,13 +355,7 @@ type registeredPrompt struct {
 func (s *Server) AddPrompt(p Prompt, h PromptHandler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.prompts == nil {
-		s.prompts = map[string]*registeredPrompt{}
-	}
-	if _, ok := s.prompts[p.Name]; !ok {
-		s.promptOrder = append(s.promptOrder, p.Name)
-	}
-	s.prompts[p.Name] = &registeredPrompt{prompt: p, handler: h}
+	s.prompts.put(p.Name, &registeredPrompt{prompt: p, handler: h})
 	s.notifyLocked(kindPrompts)
 }
 
@@ -381,9 +363,7 @@ func (s *Server) AddPrompt(p Prompt, h PromptHandler) {
 func (s *Server) RemovePrompt(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.prompts[name]; ok {
-		delete(s.prompts, name)
-		s.promptOrder = slices.DeleteFunc(s.promptOrder, func(n string) bool { return n == name })
+	if s.prompts.remove(name) {
 		s.notifyLocked(kindPrompts)
 	}
 }
@@ -391,17 +371,13 @@ func (s *Server) RemovePrompt(name string) {
 func (s *Server) listPrompts() []Prompt {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Prompt, 0, len(s.promptOrder))
-	for _, n := range s.promptOrder {
-		out = append(out, s.prompts[n].prompt)
-	}
-	return out
+	return list(&s.prompts, func(p *registeredPrompt) Prompt { return p.prompt })
 }
 
 func (s *Server) hasPrompts() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.prompts) > 0
+	return s.prompts.len() > 0
 }
 
 func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *params, version string) (any, error) {
@@ -411,7 +387,7 @@ func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *params, v
 	}
 	s := ss.srv
 	s.mu.Lock()
-	rp := s.prompts[name]
+	rp, _ := s.prompts.get(name)
 	s.mu.Unlock()
 	if rp == nil {
 		return nil, invalidParams("unknown prompt: %s", name)

@@ -87,29 +87,26 @@ type Server struct {
 	opts ServerOptions
 
 	mu      sync.Mutex
-	tools   map[string]*registeredTool
-	order   []string
+	tools   registry[*registeredTool]
 	changed chan struct{} // closed and replaced whenever the tool set changes
 
 	// modernSuffix is what every 2026-07-28 result ends with: resultType
 	// and the server's identity in _meta, encoded once.
 	modernSuffix []byte
 
-	resources     map[string]*registeredResource
-	resourceOrder []string
-	templates     []*registeredTemplate
-	resourceSubs  map[*rpc.Conn]map[string]bool // legacy resources/subscribe
-	prompts       map[string]*registeredPrompt
-	promptOrder   []string
-	completion    CompletionHandler
-	randomKey     []byte                   // StateKey's default
-	changes       map[string]chan struct{} // prompts, resources: closed at a change
-	updates       map[chan string]struct{} // listen streams' resource updates
+	resources    registry[*registeredResource]
+	templates    []*registeredTemplate
+	resourceSubs map[*rpc.Conn]map[string]bool // legacy resources/subscribe
+	prompts      registry[*registeredPrompt]
+	completion   CompletionHandler
+	randomKey    []byte                   // StateKey's default
+	changes      map[string]chan struct{} // prompts, resources: closed at a change
+	updates      map[chan string]struct{} // listen streams' resource updates
 }
 
 // NewServer returns a server that introduces itself as info.
 func NewServer(info Implementation, opts *ServerOptions) *Server {
-	s := &Server{info: info, tools: map[string]*registeredTool{}, changed: make(chan struct{})}
+	s := &Server{info: info, changed: make(chan struct{})}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -128,11 +125,8 @@ func (s *Server) AddTool(t Tool, h ToolHandler) {
 		t.InputSchema = json.RawMessage(`{"type":"object"}`)
 	}
 	s.mu.Lock()
-	if _, ok := s.tools[t.Name]; !ok {
-		s.order = append(s.order, t.Name)
-	}
 	headers, _ := schemaHeaders(t.InputSchema) // invalid annotations: no header checks
-	s.tools[t.Name] = &registeredTool{tool: t, handler: h, headers: headers}
+	s.tools.put(t.Name, &registeredTool{tool: t, handler: h, headers: headers})
 	s.notifyChangedLocked()
 	s.mu.Unlock()
 }
@@ -140,9 +134,7 @@ func (s *Server) AddTool(t Tool, h ToolHandler) {
 // RemoveTool unregisters a tool.
 func (s *Server) RemoveTool(name string) {
 	s.mu.Lock()
-	if _, ok := s.tools[name]; ok {
-		delete(s.tools, name)
-		s.order = slices.DeleteFunc(s.order, func(n string) bool { return n == name })
+	if s.tools.remove(name) {
 		s.notifyChangedLocked()
 	}
 	s.mu.Unlock()
@@ -305,17 +297,14 @@ func (s *Server) capabilities(modern bool) map[string]any {
 func (s *Server) listTools() []Tool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Tool, 0, len(s.order))
-	for _, n := range s.order {
-		out = append(out, s.tools[n].tool)
-	}
-	return out
+	return list(&s.tools, func(t *registeredTool) Tool { return t.tool })
 }
 
 func (s *Server) tool(name string) *registeredTool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tools[name]
+	t, _ := s.tools.get(name)
+	return t
 }
 
 // toolBytes is tool for a name still in the request's bytes (the map
@@ -323,7 +312,8 @@ func (s *Server) tool(name string) *registeredTool {
 func (s *Server) toolBytes(name []byte) *registeredTool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tools[string(name)]
+	t, _ := s.tools.get(string(name))
+	return t
 }
 
 // session is the per-connection handler. Modern requests are served
