@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +37,7 @@ import (
 type Bridge struct {
 	sess   *Session
 	tokens atomic.Int64
+	log    atomic.Pointer[slog.Logger] // the endpoint's logger, for what clients must not see
 
 	mu          sync.Mutex
 	toolHeaders map[string]map[string]string // nil until the server's tools are listed
@@ -45,7 +47,18 @@ type Bridge struct {
 func NewBridge(sess *Session) *Bridge { return &Bridge{sess: sess} }
 
 // HTTPHandler returns the bridge's Streamable HTTP endpoint.
-func (b *Bridge) HTTPHandler(opts *HTTPOptions) *HTTPHandler { return newHTTPHandler(b, opts) }
+func (b *Bridge) HTTPHandler(opts *HTTPOptions) *HTTPHandler {
+	h := newHTTPHandler(b, opts)
+	b.log.Store(h.log)
+	return h
+}
+
+func (b *Bridge) logger() *slog.Logger {
+	if l := b.log.Load(); l != nil {
+		return l
+	}
+	return slog.Default()
+}
 
 func (b *Bridge) era() Era { return Dual }
 
@@ -211,6 +224,9 @@ func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
 	case methodListen:
 		// A legacy server has no listen: acknowledge nothing honored, and
 		// hold the stream until the client or the bridge ends it.
+		if err := req.Detach(); err != nil {
+			return nil, err
+		}
 		sub := map[string]any{MetaSubscriptionID: req.ID}
 		if err := req.Notify(methodAcknowledged, map[string]any{"_meta": sub, "notifications": map[string]any{}}); err != nil {
 			return nil, err
@@ -303,10 +319,14 @@ func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map
 	}
 	out := joinParams(params, meta)
 	var opts []client.CallOption
-	if slices.Contains(readOnly, req.Method) {
+	retryable := slices.Contains(readOnly, req.Method)
+	if retryable {
 		opts = append(opts, client.Retryable())
 	}
 	res, err := b.sess.t.call(ctx, req.Method, out, nil, opts...)
+	if err != nil && retryable && errors.Is(err, client.ErrConnectionLost) {
+		err = errRetriedLost{err}
+	}
 	if err == nil && req.Method == methodToolsList {
 		var r struct {
 			Tools []Tool `json:"tools"`
@@ -321,8 +341,18 @@ func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map
 	return b.result(res, err)
 }
 
+// errRetriedLost marks the loss of the server under a request that was
+// retried on its replacement (a read-only one) and failed again.
+type errRetriedLost struct{ error }
+
+func (e errRetriedLost) Unwrap() error { return e.error }
+
 // result passes the server's answer on: its JSON-RPC errors as they are,
-// the loss of the server as an internal error that says so.
+// anything else as a short error of the bridge's own. The server is shared
+// by every client of the bridge, and what went wrong with it (its exit
+// status, the tail of its stderr, which may hold whatever it logged at
+// start-up, an API key included) is the operator's to read, in the bridge's
+// log, never another user's client.
 func (b *Bridge) result(res json.RawMessage, err error) (any, error) {
 	if err == nil {
 		return res, nil
@@ -331,15 +361,33 @@ func (b *Bridge) result(res json.RawMessage, err error) (any, error) {
 	if errors.As(err, &je) {
 		return nil, je
 	}
-	if errors.Is(err, client.ErrConnectionLost) {
-		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the MCP server behind the bridge was lost: "+err.Error(), nil)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
 	}
-	return nil, err
+	var retried errRetriedLost
+	switch {
+	case errors.As(err, &retried):
+		b.logger().Warn("bridge: the MCP server was lost under a request, and again under its retry", "error", err)
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
+			"the MCP server behind the bridge was lost; the request was retried once on its replacement and failed again",
+			map[string]any{"reason": "server_lost", "retried": true})
+	case errors.Is(err, client.ErrConnectionLost):
+		b.logger().Warn("bridge: the MCP server was lost under a request", "error", err)
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
+			"the MCP server behind the bridge was lost; the request was not retried (it may have had effects), and the bridge restarts the server",
+			map[string]any{"reason": "server_lost", "retried": false})
+	}
+	b.logger().Warn("bridge: a request could not be forwarded", "error", err)
+	return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the bridge could not forward the request to the MCP server",
+		map[string]any{"reason": "bridge_error"})
 }
 
 // listen opens a subscription on the server for this client and relays
 // its notifications with the client's subscription id.
 func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params, meta map[string]json.RawMessage) (any, error) {
+	if err := req.Detach(); err != nil {
+		return nil, err
+	}
 	s := b.sess
 	rename := func(raw json.RawMessage) json.RawMessage {
 		var obj map[string]json.RawMessage

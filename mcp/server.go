@@ -476,6 +476,12 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 	if err := json.Unmarshal(req.Params, &p); err != nil {
 		return nil, invalidParams("invalid params: %v", err)
 	}
+	// A stream lives until it is cancelled: it gives back its handler slot
+	// and counts against the connection's stream budget, so that listen
+	// streams cannot starve ordinary requests.
+	if err := req.Detach(); err != nil {
+		return nil, err
+	}
 	subMeta := map[string]any{MetaSubscriptionID: req.ID}
 	honored := map[string]any{}
 	// The channels are taken before the acknowledgment, so a change right

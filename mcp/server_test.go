@@ -14,6 +14,7 @@ import (
 	"github.com/agentwire/agentwire/internal/wiretest"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/rpc"
 	"go.uber.org/goleak"
 )
 
@@ -375,4 +376,51 @@ func TestRegressionEmptyTextAndNullVersion(t *testing.T) {
 	if string(b) != `{"destructiveHint":false}` {
 		t.Errorf("annotations: %s", b)
 	}
+}
+
+// Regression: each subscriptions/listen held one of the 256 handler slots
+// until it was cancelled; with all slots taken the reader waited for one,
+// so the cancellations queued behind the 257th listen were never read and
+// the connection answered nothing ever again. Streams now count against a
+// budget of their own (the excess refused with a clear error), and
+// cancellations are always read.
+func TestRegressionListenStreamsWedgeConnection(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, s *mcp.Server) {
+		const n = 300
+		lines := make([]string, 0, n)
+		for i := range n {
+			lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":"L%d","method":"subscriptions/listen","params":{%s,"notifications":{"toolsListChanged":true}}}`, i, meta))
+		}
+		got := w.Exchange(lines...)
+		acks, refused := 0, 0
+		for _, g := range got {
+			switch {
+			case strings.Contains(g, "subscriptions/acknowledged"):
+				acks++
+			case strings.Contains(g, `"too_many_streams"`):
+				refused++
+			default:
+				t.Fatalf("unexpected %q", g)
+			}
+		}
+		if acks != rpc.DefaultMaxStreams || refused != n-rpc.DefaultMaxStreams {
+			t.Fatalf("%d acknowledged, %d refused", acks, refused)
+		}
+		// Ordinary requests are served while every stream is open.
+		jsonEq(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+meta+`,"name":"echo","arguments":{"text":"x"}}}`)),
+			`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"x"}],"resultType":"complete",`+serverInfo+`}}`)
+		cancels := make([]string, 0, n)
+		for i := range n {
+			cancels = append(cancels, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"L%d"}}`, i))
+		}
+		w.Send(cancels...)
+		w.Settle()
+		if got := w.Take(); len(got) != 0 {
+			t.Fatalf("cancelled streams wrote %q", got)
+		}
+		// The budget is whole again.
+		one(t, w.Exchange(`{"jsonrpc":"2.0","id":"again","method":"subscriptions/listen","params":{`+meta+`,"notifications":{"toolsListChanged":true}}}`))
+		jsonEq(t, one(t, w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{`+meta+`,"name":"echo","arguments":{"text":"y"}}}`)),
+			`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"y"}],"resultType":"complete",`+serverInfo+`}}`)
+	})
 }

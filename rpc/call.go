@@ -219,13 +219,17 @@ type Stats struct {
 	LateResponses    int64 // responses to calls already abandoned
 	Panics           int64 // handler panics recovered
 	Cancelled        int64 // requests cancelled by the peer
-	Rejected         int64 // requests refused with BusyError
+	Rejected         int64 // requests refused with BusyError (RejectWhenBusy, or the admission queue full)
+	Queued           int64 // requests that waited in the admission queue for a slot
+	Streams          int64 // handlers detached as long-lived streams (Request.Detach)
+	StreamsRefused   int64 // Detach calls refused with ErrTooManyStreams
 	Promotions       int64 // inline handlers handed off to their own goroutine
 }
 
 type stats struct {
 	parse, invalid, tooLong, unknown, late atomic.Int64
 	panics, cancelled, busy, promotions    atomic.Int64
+	queued, streams, streamsRefused        atomic.Int64
 }
 
 func (s *stats) count(k ViolationKind) {
@@ -248,5 +252,6 @@ func (s *stats) snapshot() Stats {
 		ParseErrors: s.parse.Load(), InvalidMessages: s.invalid.Load(), TooLong: s.tooLong.Load(),
 		UnknownResponses: s.unknown.Load(), LateResponses: s.late.Load(), Panics: s.panics.Load(),
 		Cancelled: s.cancelled.Load(), Rejected: s.busy.Load(), Promotions: s.promotions.Load(),
+		Queued: s.queued.Load(), Streams: s.streams.Load(), StreamsRefused: s.streamsRefused.Load(),
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/framing"
+	"github.com/agentwire/agentwire/internal/refusal"
 	"github.com/agentwire/agentwire/jsonrpc"
 )
 
@@ -56,7 +57,16 @@ type Conn struct {
 	base       context.Context
 	cancelBase context.CancelCauseFunc
 
-	slots chan struct{} // handler concurrency (SPEC C1)
+	// Admission (see admission.go), guarded by mu.
+	running     int           // handlers holding one of MaxConcurrentRequests
+	streams     int           // handlers detached into MaxStreams
+	waiting     []*Request    // admitted, waiting for a slot, in receive order
+	queued      int           // places taken in held and waiting (reserved or filled)
+	queuedBytes int           // params bytes of those
+	queueClosed bool          // shutdown dropped the queue; nothing joins it again
+	room        chan struct{} // closed when the queue shrinks, for a notification waiting for a place
+	busyLog     refusal.Log
+	streamsLog  refusal.Log
 
 	// inline holds a positive token while the reading goroutine runs a
 	// handler (or a flush) itself; the watchdog negates it to hand input to
@@ -76,7 +86,6 @@ type Conn struct {
 	mu        sync.Mutex
 	inflight  map[jsonrpc.ID]*Request
 	held      []*Request              // admitted behind a running barrier, in receive order
-	heldRoom  chan struct{}           // closed when held shrinks, for a reader waiting on a full queue
 	pending   map[string]*pendingCall // outbound calls by id
 	abandoned map[string]struct{}     // outbound calls given up, for late-response accounting
 	active    int                     // admitted handlers not yet finished
@@ -125,7 +134,6 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 		in:       framing.NewLineReader(r, s.MaxMessageBytes),
 		w:        w,
 		decode:   jsonrpc.DecodeOptions{AllowNullID: s.AllowNullID},
-		slots:    make(chan struct{}, s.MaxConcurrentRequests),
 		inflight: make(map[jsonrpc.ID]*Request),
 		pending:  make(map[string]*pendingCall),
 		done:     make(chan struct{}),
@@ -137,6 +145,7 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 		WriteChunk: s.WriteChunkBytes,
 		OnError:    c.outputFailed, // a failed write is a transport fault (SPEC C6)
 	})
+	c.busyLog.Logger, c.streamsLog.Logger = s.Logger, s.Logger
 	c.hurry = make(chan struct{})
 	c.base, c.cancelBase = context.WithCancelCause(context.Background())
 	c.promoteAfter = s.InlineBudget
@@ -321,269 +330,6 @@ func (c *Conn) violation(kind ViolationKind, line []byte, err error) {
 	}
 }
 
-// ----- dispatch -----
-
-// dispatch admits one request or notification: it takes a handler slot,
-// registers the id, and runs the handler inline (or, inside a batch, on its
-// own goroutine). While a barrier runs, the request is registered and held
-// instead, to be dispatched in receive order once the barrier is done (SPEC
-// C2). It reports whether the calling goroutine is still the reader.
-func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
-	req := &Request{conn: c, batch: b}
-	if m, escaped := msg.MethodRaw(); escaped {
-		req.Method = msg.MethodName()
-	} else {
-		req.Method = bytesString(m)
-	}
-	if msg.Params != nil {
-		req.Params = msg.Params[:len(msg.Params):len(msg.Params)]
-	}
-	if msg.Kind == jsonrpc.KindRequest {
-		req.ID = jsonrpc.ID(bytesString(msg.ID))
-	}
-	if c.ordered.Load() && c.hold(req) {
-		return true
-	}
-	barrier := c.opts.IsBarrier != nil && c.opts.IsBarrier(req.Method)
-	if !c.acquire(req, barrier) {
-		return true
-	}
-	if !c.register(req) {
-		<-c.slots
-		return true
-	}
-	if !c.admit(req) {
-		return true
-	}
-	switch {
-	case barrier:
-		c.ordered.Store(true)
-		if b != nil {
-			// Inside a batch the reader must go on with the batch's
-			// other elements, which are held behind the barrier like
-			// the lines that follow it.
-			go func() {
-				c.run(req, false)
-				c.barrierDone()
-			}()
-			return true
-		}
-		stillReader := c.runInline(req)
-		c.barrierDone()
-		return stillReader
-	case b != nil || c.opts.InlineBudget < 0:
-		c.goRun(req)
-		return true
-	default:
-		return c.runInline(req)
-	}
-}
-
-// admit runs Options.Admit; a refused request is answered and its slot and
-// registration released.
-func (c *Conn) admit(req *Request) bool {
-	if c.opts.Admit == nil {
-		return true
-	}
-	err := c.opts.Admit(req)
-	if err == nil {
-		return true
-	}
-	req.cancel(nil)
-	c.forget(req)
-	<-c.slots
-	c.exit()
-	var je *jsonrpc.Error
-	if !errors.As(err, &je) {
-		je = errorObject(req, err)
-	}
-	c.answerDirect(req, je)
-	return false
-}
-
-// register enters a request in the in-flight table (rejecting a duplicate
-// id) and gives it its context. It reports false when the request must not
-// run.
-func (c *Conn) register(req *Request) bool {
-	c.mu.Lock()
-	ok, dup := c.registerLocked(req)
-	c.mu.Unlock()
-	if !ok {
-		if dup {
-			c.answerDup(req)
-		} else {
-			c.unanswered(req)
-		}
-		return false
-	}
-	req.ctx, req.cancel = context.WithCancelCause(c.base)
-	return true
-}
-
-// registerLocked does register's bookkeeping with c.mu held.
-func (c *Conn) registerLocked(req *Request) (ok, dup bool) {
-	if c.stopping {
-		return false, false
-	}
-	if req.ID != "" {
-		if _, taken := c.inflight[req.ID]; taken {
-			return false, true
-		}
-		c.inflight[req.ID] = req
-	}
-	c.active++
-	return true, false
-}
-
-func (c *Conn) answerDup(req *Request) {
-	c.answerDirect(req, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
-		"Invalid Request: id %s is already in use by a request in flight", req.ID))
-}
-
-// hold queues a request behind a running barrier. It reports false when the
-// barrier has finished meanwhile (dispatch normally). Checking that a
-// barrier still runs and appending happen under one lock, so barrierDone
-// cannot miss a request it should dispatch. The queue is bounded: a reader
-// that finds it full waits, pausing input like a full set of slots.
-func (c *Conn) hold(req *Request) bool {
-	ctx, cancel := context.WithCancelCause(c.base)
-	for {
-		c.mu.Lock()
-		if !c.ordered.Load() {
-			c.mu.Unlock()
-			cancel(nil)
-			return false
-		}
-		if len(c.held) < c.opts.MaxConcurrentRequests {
-			break
-		}
-		if c.heldRoom == nil {
-			c.heldRoom = make(chan struct{})
-		}
-		room := c.heldRoom
-		c.mu.Unlock()
-		c.out.Flush()
-		select {
-		case <-room:
-		case <-c.base.Done():
-			cancel(nil)
-			c.unanswered(req)
-			return true
-		}
-	}
-	// c.mu is held.
-	if ok, dup := c.registerLocked(req); !ok {
-		c.mu.Unlock()
-		cancel(nil)
-		if dup {
-			c.answerDup(req)
-		} else {
-			c.unanswered(req)
-		}
-		return true
-	}
-	req.ctx, req.cancel = ctx, cancel
-	// Admission happens here, under the lock, so that checking the barrier
-	// and queueing stay one step (see above).
-	if c.opts.Admit != nil {
-		if err := c.opts.Admit(req); err != nil {
-			if req.ID != "" && c.inflight[req.ID] == req {
-				delete(c.inflight, req.ID)
-			}
-			c.active--
-			if c.active == 0 && c.idle != nil {
-				close(c.idle)
-				c.idle = nil
-			}
-			c.mu.Unlock()
-			cancel(nil)
-			var je *jsonrpc.Error
-			if !errors.As(err, &je) {
-				je = errorObject(req, err)
-			}
-			c.answerDirect(req, je)
-			return true
-		}
-	}
-	c.held = append(c.held, req)
-	c.mu.Unlock()
-	return true
-}
-
-// barrierDone is called by the goroutine that ran a barrier, after its
-// response was queued. It dispatches what was held behind the barrier in
-// receive order; a held barrier runs right here before the next is looked at.
-func (c *Conn) barrierDone() {
-	for {
-		c.mu.Lock()
-		if len(c.held) == 0 {
-			c.held = nil
-			c.ordered.Store(false)
-			c.signalHeldRoomLocked()
-			c.mu.Unlock()
-			return
-		}
-		req := c.held[0]
-		c.held[0] = nil
-		c.held = c.held[1:]
-		c.signalHeldRoomLocked()
-		c.mu.Unlock()
-
-		barrier := c.opts.IsBarrier != nil && c.opts.IsBarrier(req.Method)
-		if !c.acquire(req, barrier) {
-			req.cancel(nil)
-			c.forget(req)
-			c.exit()
-			continue
-		}
-		if barrier {
-			c.run(req, false)
-			continue
-		}
-		c.goRun(req)
-	}
-}
-
-func (c *Conn) signalHeldRoomLocked() {
-	if c.heldRoom != nil {
-		close(c.heldRoom)
-		c.heldRoom = nil
-	}
-}
-
-// unanswered accounts for a request that will get no response: inside a
-// batch, the batch reply must not wait for it.
-func (c *Conn) unanswered(req *Request) {
-	if req.batch != nil && req.ID != "" {
-		req.batch.drop()
-	}
-}
-
-// acquire takes a handler slot. When none is free it either pauses until
-// one is (after flushing, so the replies that would free slots are not stuck
-// behind us) or, with RejectWhenBusy, answers a request at once.
-func (c *Conn) acquire(req *Request, barrier bool) bool {
-	select {
-	case c.slots <- struct{}{}:
-		return true
-	default:
-	}
-	// Barriers (control requests) are never refused: they wait.
-	if c.opts.RejectWhenBusy && req.ID != "" && !barrier {
-		c.stats.busy.Add(1)
-		c.answerDirect(req, c.opts.busyError)
-		return false
-	}
-	c.out.Flush()
-	select {
-	case c.slots <- struct{}{}:
-		return true
-	case <-c.base.Done():
-		c.unanswered(req)
-		return false
-	}
-}
-
 func (c *Conn) goRun(req *Request) {
 	go c.run(req, false)
 }
@@ -649,10 +395,7 @@ func (c *Conn) watch() {
 // run calls the handler and answers. inline means the caller is (or was
 // when it started) the reader, which flushes before it next waits for input.
 func (c *Conn) run(req *Request, inline bool) {
-	defer func() {
-		<-c.slots
-		c.exit()
-	}()
+	defer c.finish(req)
 	result, err := c.call(req)
 	req.cancel(nil)
 	if req.ID == "" {
@@ -686,6 +429,10 @@ func errorObject(req *Request, err error) *jsonrpc.Error {
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
 		return je
+	}
+	if errors.Is(err, ErrTooManyStreams) {
+		return jsonrpc.NewError(jsonrpc.CodeServerBusy, "server busy: too many open streams",
+			map[string]any{"reason": "too_many_streams", "limit": req.conn.opts.MaxStreams})
 	}
 	var pe *panicError
 	if errors.As(err, &pe) {

@@ -274,9 +274,10 @@ func TestRejectWhenBusy(t *testing.T) {
 	})
 }
 
-// Without RejectWhenBusy, a full set of slots pauses reading: the request
-// that found no slot waits, and the line after it is not even read.
-func TestBusyPausesReading(t *testing.T) {
+// Without RejectWhenBusy, a request that finds every slot taken waits in
+// the admission queue and reading goes on; it runs as soon as a slot frees,
+// in receive order.
+func TestBusyQueuesAndKeepsReading(t *testing.T) {
 	runWire(t, nil, &rpc.Options{MaxConcurrentRequests: 2}, func(w *wire) {
 		w.Send(req(1, "sleep", `{"ms":100}`), req(2, "sleep", `{"ms":100}`), req(3, "echo", `[3]`))
 		var fourthRead atomic.Bool
@@ -285,18 +286,163 @@ func TestBusyPausesReading(t *testing.T) {
 			fourthRead.Store(true)
 		}()
 		w.Settle()
-		if fourthRead.Load() {
-			t.Fatal("the server kept reading with every slot taken")
+		if !fourthRead.Load() {
+			t.Fatal("the server stopped reading with every slot taken")
 		}
 		if got := w.Take(); len(got) != 0 {
 			t.Fatalf("got %q while all slots were taken", got)
 		}
 		w.Sleep(100 * time.Millisecond)
-		if !fourthRead.Load() {
-			t.Fatal("reading did not resume when slots freed")
-		}
-		if got := w.Take(); len(got) != 4 {
+		got := w.Take()
+		i3 := slices.Index(got, `{"jsonrpc":"2.0","id":3,"result":[3]}`)
+		i4 := slices.Index(got, `{"jsonrpc":"2.0","id":4,"result":[4]}`)
+		if len(got) != 4 || i3 < 0 || i4 < i3 {
 			t.Fatalf("got %q", got)
+		}
+		if n := w.Conn.Stats().Queued; n != 2 {
+			t.Errorf("Stats.Queued = %d, want 2", n)
+		}
+	})
+}
+
+// A request that finds every slot taken and the queue full is answered
+// with the busy error at once; what was queued still runs.
+func TestFullQueueRefusesRequests(t *testing.T) {
+	runWire(t, nil, &rpc.Options{MaxConcurrentRequests: 1, MaxQueuedRequests: 1}, func(w *wire) {
+		got := w.Exchange(req(1, "sleep", `{"ms":100}`), req(2, "echo", `[2]`), req(3, "echo", `[3]`))
+		if len(got) != 1 || field(t, got[0], "id") != "3" || errCode(t, got[0]) != jsonrpc.CodeServerBusy {
+			t.Fatalf("got %q", got)
+		}
+		w.Sleep(100 * time.Millisecond)
+		if got := w.Take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":1,"result":{"slept":100}}`, `{"jsonrpc":"2.0","id":2,"result":[2]}`}) {
+			t.Fatalf("got %q", got)
+		}
+		if n := w.Conn.Stats().Rejected; n != 1 {
+			t.Errorf("Stats.Rejected = %d", n)
+		}
+	})
+}
+
+// MaxQueuedBytes bounds what the queue holds; a single request larger than
+// it still fits an empty queue.
+func TestQueueBytesBound(t *testing.T) {
+	big := `["` + strings.Repeat("x", 100) + `"]`
+	runWire(t, nil, &rpc.Options{MaxConcurrentRequests: 1, MaxQueuedBytes: 64}, func(w *wire) {
+		got := w.Exchange(req(1, "sleep", `{"ms":100}`), req(2, "echo", big), req(3, "echo", `[3]`))
+		if len(got) != 1 || field(t, got[0], "id") != "3" || errCode(t, got[0]) != jsonrpc.CodeServerBusy {
+			t.Fatalf("got %q", got)
+		}
+		w.Sleep(100 * time.Millisecond)
+		if got := w.Take(); len(got) != 2 || field(t, got[1], "id") != "2" {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// waitForCancel is a handler that runs until its request is cancelled: the
+// shape of a subscription, or of a tool waiting on the client.
+var waitForCancel = rpc.Methods{
+	"hang": func(ctx context.Context, r *rpc.Request) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	},
+	"stream": func(ctx context.Context, r *rpc.Request) (any, error) {
+		if err := r.Detach(); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	},
+	"echo": func(ctx context.Context, r *rpc.Request) (any, error) { return r.Params, nil },
+}
+
+func cancelLine(id int) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, id)
+}
+
+// Regression: with every slot held by a handler that ends only when
+// cancelled, the reader waited for a slot and never read the cancellations
+// queued behind the next request, so no slot ever freed and the connection
+// was wedged for good. Cancellations are now read whatever the slots.
+func TestRegressionFullSlotsStrandCancellations(t *testing.T) {
+	runWire(t, waitForCancel, &rpc.Options{MaxConcurrentRequests: 2}, func(w *wire) {
+		w.Send(req(1, "hang", ""), req(2, "hang", ""), req(3, "echo", `[3]`), req(4, "hang", ""))
+		w.Send(cancelLine(1), cancelLine(2))
+		w.Settle()
+		if got := w.Take(); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":3,"result":[3]}`}) {
+			t.Fatalf("got %q", got)
+		}
+		w.Send(cancelLine(4))
+		if got := w.Exchange(req(5, "echo", `[5]`)); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":5,"result":[5]}`}) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// Detached handlers hold no slot: more streams than slots leave ordinary
+// requests served; beyond MaxStreams, Detach is refused with a clear error.
+func TestDetachedStreamsDoNotStarveRequests(t *testing.T) {
+	runWire(t, waitForCancel, &rpc.Options{MaxConcurrentRequests: 2, MaxStreams: 3}, func(w *wire) {
+		w.Send(req(1, "stream", ""), req(2, "stream", ""), req(3, "stream", ""))
+		got := w.Exchange(req(4, "stream", ""), req(5, "echo", `[5]`))
+		want := []string{
+			`{"jsonrpc":"2.0","id":4,"error":{"code":-32000,"message":"server busy: too many open streams","data":{"limit":3,"reason":"too_many_streams"}}}`,
+			`{"jsonrpc":"2.0","id":5,"result":[5]}`,
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("got %q\nwant %q", got, want)
+		}
+		st := w.Conn.Stats()
+		if st.Streams != 3 || st.StreamsRefused != 1 {
+			t.Errorf("Stats = %+v", st)
+		}
+		w.Send(cancelLine(1))
+		w.Settle()
+		if got := w.Exchange(req(6, "stream", ""), req(7, "echo", `[7]`)); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":7,"result":[7]}`}) {
+			t.Fatalf("after a stream ended got %q", got)
+		}
+	})
+}
+
+// A barrier cannot be detached: it would hold the ordered lane forever.
+func TestBarrierCannotDetach(t *testing.T) {
+	opts := &rpc.Options{IsBarrier: func(m string) bool { return m == "stream" }}
+	runWire(t, waitForCancel, opts, func(w *wire) {
+		got := w.Exchange(req(1, "stream", ""))
+		if len(got) != 1 || errCode(t, got[0]) != jsonrpc.CodeInternalError {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// A notification that needs a handler and finds no place waits (it cannot
+// be refused): reading resumes once the queue has room, and nothing is lost.
+func TestNotificationWaitsForQueuePlace(t *testing.T) {
+	var seen atomic.Int64
+	h := rpc.Methods{
+		"sleep": func(ctx context.Context, r *rpc.Request) (any, error) {
+			time.Sleep(100 * time.Millisecond)
+			return "ok", nil
+		},
+		"note": func(ctx context.Context, r *rpc.Request) (any, error) { seen.Add(1); return nil, nil },
+	}
+	runWire(t, h, &rpc.Options{MaxConcurrentRequests: 1, MaxQueuedRequests: 1}, func(w *wire) {
+		note := `{"jsonrpc":"2.0","method":"note"}`
+		w.Send(req(1, "sleep", ""), note)
+		var thirdRead atomic.Bool
+		go func() {
+			w.Send(note) // read, and waits for a place
+			w.Send(note) // not read until then
+			thirdRead.Store(true)
+		}()
+		w.Settle()
+		if thirdRead.Load() {
+			t.Fatal("a notification was read with no place for it")
+		}
+		w.Sleep(100 * time.Millisecond)
+		if !thirdRead.Load() || seen.Load() != 3 {
+			t.Fatalf("read %v, handled %d notifications", thirdRead.Load(), seen.Load())
 		}
 	})
 }

@@ -27,9 +27,30 @@
 // reserves resources there (ACP reserves a session's prompt, so a cancel
 // right behind it finds the reservation).
 //
-// When every slot is taken, reading pauses until one frees, so goroutines
-// and memory stay bounded however many requests arrive. With RejectWhenBusy
-// the excess is answered with BusyError at once instead (ACP, SPEC A4).
+// # Admission: slots, the queue, barriers and streams
+//
+// Reading never waits for a handler. A request that finds every slot taken
+// takes a place in the admission queue (MaxQueuedRequests, default
+// MaxConcurrentRequests; MaxQueuedBytes of params, 4 MiB) and runs, in
+// receive order, as soon as a slot frees; meanwhile cancellations and
+// responses to our own calls are read and acted on, because a running
+// handler may be waiting for exactly those. A request that finds the queue
+// full too is answered at once with BusyError (-32000, data.reason
+// "connection_busy"), counted in Stats.Rejected and logged once per burst,
+// so goroutines and memory stay bounded however many requests arrive. With
+// RejectWhenBusy there is no queue for requests: a request that finds no
+// slot is refused at once. The one thing that still pauses reading is
+// a notification that needs a handler and finds no place in the queue: it
+// has no reply to refuse with, and dropping it would lose data.
+//
+// Barriers run in a lane of their own, one at a time and outside the slots,
+// so a control request is never kept waiting by ordinary work. A handler
+// that will live long — a subscription, a streaming turn — calls
+// Request.Detach: it gives back its slot and counts against MaxStreams
+// (256) instead, so streams cannot starve ordinary requests; beyond the
+// budget Detach returns ErrTooManyStreams, answered -32000 with data.reason
+// "too_many_streams" (Stats.StreamsRefused). At shutdown, requests still in
+// the queue never start.
 //
 // Replies of inline handlers are queued without a write, and the reader
 // writes everything queued just before it would wait for input: a burst of

@@ -22,17 +22,6 @@ import (
 //	                         stays within grace + shutdown) and the streams close
 //	done: Done is closed, Wait returns.
 
-// exit is called when an admitted handler is done (or will never run).
-func (c *Conn) exit() {
-	c.mu.Lock()
-	c.active--
-	if c.active == 0 && c.idle != nil {
-		close(c.idle)
-		c.idle = nil
-	}
-	c.mu.Unlock()
-}
-
 // inputEnded is called by the reader when ReadLine fails.
 func (c *Conn) inputEnded(err error) {
 	c.mu.Lock()
@@ -141,6 +130,7 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 		handlerCause = ErrClosed
 	}
 	c.cancelBase(handlerCause)
+	c.dropQueued()
 	c.watchdog.Stop()
 	if !graceful {
 		// Unblock a reader waiting for input that will never matter now.

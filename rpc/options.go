@@ -18,6 +18,8 @@ const (
 	DefaultShutdownTimeout       = 5 * time.Second
 	DefaultInlineBudget          = 100 * time.Microsecond
 	DefaultMaxBatchLength        = 1024
+	DefaultMaxStreams            = 256
+	DefaultMaxQueuedBytes        = 4 << 20
 )
 
 // CancelMethod describes one inbound cancellation notification (SPEC C8).
@@ -50,16 +52,32 @@ type Options struct {
 	// MaxMessageBytes bounds one inbound line. A longer line is skipped
 	// without being buffered and answered with -32600 (id null). Default 16 MiB.
 	MaxMessageBytes int
-	// MaxConcurrentRequests bounds the handlers running at once (inline or
-	// not). When all slots are taken the connection stops reading until one
-	// frees, unless RejectWhenBusy is set. Default 256.
+	// MaxConcurrentRequests bounds the ordinary handlers running at once
+	// (inline or not). A request that finds every slot taken waits in the
+	// admission queue while reading goes on, so cancellations and responses
+	// are always read. Barriers run in a lane of their own (one at a time)
+	// and detached streams count against MaxStreams instead. Default 256.
 	MaxConcurrentRequests int
+	// MaxQueuedRequests bounds the requests waiting for a slot or held
+	// behind a running barrier. A request that finds the queue full is
+	// answered with BusyError at once; a notification that needs a handler
+	// waits for a place (it has no reply to refuse with), pausing input.
+	// Default: MaxConcurrentRequests.
+	MaxQueuedRequests int
+	// MaxQueuedBytes bounds the params bytes of the queued requests; a
+	// single larger request still fits an empty queue. Default 4 MiB.
+	MaxQueuedBytes int
+	// MaxStreams bounds the handlers that called Request.Detach to become
+	// long-lived streams (MCP's subscriptions/listen). Beyond it Detach
+	// returns ErrTooManyStreams. Default 256.
+	MaxStreams int
 	// RejectWhenBusy answers a request that finds every slot taken with
-	// BusyError at once instead of pausing input (ACP, SPEC A4).
-	// Notifications still wait for a slot.
+	// BusyError at once instead of queueing it (ACP). Notifications still
+	// queue.
 	RejectWhenBusy bool
-	// BusyError is the answer of RejectWhenBusy. Default: -32000 "server
-	// busy" with data {"reason":"connection_busy","limit":N}.
+	// BusyError is the answer to a request refused for want of a slot or a
+	// place in the queue. Default: -32000 "server busy" with data
+	// {"reason":"connection_busy","limit":N}.
 	BusyError *jsonrpc.Error
 	// OutputQueueBytes bounds encoded output waiting to be written (SPEC
 	// C3). Default 1 MiB.
@@ -173,6 +191,15 @@ func resolve(o *Options) settings {
 	}
 	if s.MaxConcurrentRequests <= 0 {
 		s.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	if s.MaxQueuedRequests <= 0 {
+		s.MaxQueuedRequests = s.MaxConcurrentRequests
+	}
+	if s.MaxQueuedBytes <= 0 {
+		s.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if s.MaxStreams <= 0 {
+		s.MaxStreams = DefaultMaxStreams
 	}
 	if s.OutputQueueBytes <= 0 {
 		s.OutputQueueBytes = DefaultOutputQueueBytes

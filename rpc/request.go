@@ -57,6 +57,7 @@ type Request struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	batch  *batch
+	lane   lane // guarded by conn.mu; see admission.go
 
 	mu       sync.Mutex
 	silenced bool // cancelled with a silencing CancelMethod
@@ -69,6 +70,15 @@ func (r *Request) IsNotification() bool { return r.ID == "" }
 // Conn returns the connection the request arrived on, for calls and
 // notifications that are not about this request.
 func (r *Request) Conn() *Conn { return r.conn }
+
+// Detach declares the running handler long-lived (a subscription, a
+// streaming turn): it gives back its handler slot, so that streams cannot
+// starve ordinary requests, and counts against Options.MaxStreams instead
+// until the handler returns. It returns ErrTooManyStreams when every stream
+// is taken; the handler should then return that error, which is answered
+// with -32000 (data.reason "too_many_streams"). Calling it again is a no-op;
+// a barrier cannot be detached.
+func (r *Request) Detach() error { return r.conn.detach(r) }
 
 // UnmarshalParams decodes Params into v. Invalid params are reported as
 // -32602, so a handler can return the error as it is.

@@ -60,6 +60,9 @@ func Command(mode string, extraEnv ...string) []string {
 	return append(env, extraEnv...)
 }
 
+// SecretInStderr is what the "mcp-secret" mode writes to stderr at start.
+const SecretInStderr = "sk-test-0123456789abcdef"
+
 // Run serves the mode named by the environment and exits; it returns
 // without doing anything when the variable is not set.
 func Run() {
@@ -152,6 +155,16 @@ func serve(mode string) int {
 			return base.Handle(ctx, r)
 		}
 	case "mcp":
+		conn, err := seedserver.New(seedserver.Options{}).ServeStdio(nil, nil)
+		if err != nil {
+			return 1
+		}
+		conn.Wait()
+		return 0
+	case "mcp-secret":
+		// A server that logs a secret at start-up, as real ones do with
+		// their configuration, and whose crash tool ends it mid-call.
+		fmt.Fprintln(os.Stderr, "config: API_KEY="+SecretInStderr)
 		conn, err := seedserver.New(seedserver.Options{}).ServeStdio(nil, nil)
 		if err != nil {
 			return 1
