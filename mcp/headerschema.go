@@ -28,8 +28,12 @@ func schemaHeaders(schema json.RawMessage) (map[string]string, bool) {
 	var out map[string]string
 	seen := map[string]bool{}
 	valid := true
-	var walk func(node any, path []string, reachable bool)
-	walk = func(node any, path []string, reachable bool) {
+	// The path to a node is a list linked towards the root, so that going
+	// one property deeper costs the same at any depth (copying the path at
+	// every level was quadratic in a deeply nested schema's size); it is
+	// joined only for an annotation, whose key holds it anyway.
+	var walk func(node any, path *schemaPath, reachable bool)
+	walk = func(node any, path *schemaPath, reachable bool) {
 		switch n := node.(type) {
 		case []any:
 			for _, v := range n {
@@ -40,7 +44,7 @@ func schemaHeaders(schema json.RawMessage) (map[string]string, bool) {
 				name, isString := h.(string)
 				typ, _ := n["type"].(string)
 				switch {
-				case !reachable || len(path) == 0 || !isString || !headerToken.MatchString(name),
+				case !reachable || path == nil || !isString || !headerToken.MatchString(name),
 					typ != "string" && typ != "integer" && typ != "boolean",
 					seen[strings.ToLower(name)]:
 					valid = false
@@ -49,7 +53,7 @@ func schemaHeaders(schema json.RawMessage) (map[string]string, bool) {
 					if out == nil {
 						out = map[string]string{}
 					}
-					out[strings.Join(path, pathSep)] = name
+					out[path.join()] = name
 				}
 			}
 			for k, v := range n {
@@ -59,7 +63,7 @@ func schemaHeaders(schema json.RawMessage) (map[string]string, bool) {
 				case "properties":
 					if props, ok := v.(map[string]any); ok {
 						for name, sub := range props {
-							walk(sub, append(append([]string(nil), path...), name), reachable)
+							walk(sub, &schemaPath{parent: path, name: name, n: path.len() + 1}, reachable)
 						}
 						continue
 					}
@@ -73,6 +77,29 @@ func schemaHeaders(schema json.RawMessage) (map[string]string, bool) {
 		return nil, false
 	}
 	return out, true
+}
+
+// schemaPath is the property names from the root to a schema, last first.
+type schemaPath struct {
+	parent *schemaPath
+	name   string
+	n      int // names on the path
+}
+
+func (p *schemaPath) len() int {
+	if p == nil {
+		return 0
+	}
+	return p.n
+}
+
+// join returns the names root first, joined with pathSep.
+func (p *schemaPath) join() string {
+	names := make([]string, p.len())
+	for q := p; q != nil; q = q.parent {
+		names[q.n-1] = q.name
+	}
+	return strings.Join(names, pathSep)
 }
 
 // argAt returns the argument at path in a tool call's arguments.

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"encoding/json"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +46,36 @@ func TestSchemaHeaders(t *testing.T) {
 	args := map[string]json.RawMessage{"cfg": json.RawMessage(`{"zone":true,"x":1}`)}
 	if v := argAt(args, "cfg"+pathSep+"zone"); string(v) != "true" {
 		t.Errorf("argAt: %s", v)
+	}
+}
+
+// Defect: schemaHeaders copied the property path at every level, so a
+// schema nested d properties deep (a server's tools/list, read by the
+// client) cost O(d²) memory: 5000 levels, under 100 KB, took gigabytes of
+// copying. The path is now shared: doubling the depth doubles the work.
+func TestRegressionSchemaHeadersDeepPathQuadratic(t *testing.T) {
+	deep := func(d int) json.RawMessage {
+		return json.RawMessage(strings.Repeat(`{"properties":{"a":`, d) + `{"type":"string","x-mcp-header":"A"}` + strings.Repeat(`}}`, d))
+	}
+	// The least of a few runs, so that other goroutines' allocations do
+	// not count.
+	allocated := func(d int) uint64 {
+		schema := deep(d)
+		least := uint64(1<<64 - 1)
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			out, ok := schemaHeaders(schema)
+			runtime.ReadMemStats(&after)
+			if !ok || len(out) != 1 {
+				t.Fatalf("depth %d: %v %v", d, out, ok)
+			}
+			least = min(least, after.TotalAlloc-before.TotalAlloc)
+		}
+		return least
+	}
+	small, large := allocated(1000), allocated(4000)
+	if large > 6*small {
+		t.Errorf("4× the depth allocates %.1f× the memory (%d → %d bytes): not linear", float64(large)/float64(small), small, large)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"mime"
 	"net"
 	"net/http"
@@ -546,22 +545,6 @@ func caseAmbiguous(obj map[string]json.RawMessage, names ...string) string {
 }
 
 func quoteJSON(s string) string { b, _ := json.Marshal(s); return string(b) }
-
-// paramEqual compares a decoded header value with a JSON argument: strings
-// as they are, booleans as true/false, numbers numerically ("integer
-// comparison SHOULD be numeric").
-func paramEqual(header string, arg json.RawMessage) bool {
-	switch arg[0] {
-	case '"':
-		var s string
-		return json.Unmarshal(arg, &s) == nil && s == header
-	case 't', 'f':
-		return header == string(arg)
-	}
-	a, ok1 := new(big.Rat).SetString(string(arg))
-	b, ok2 := new(big.Rat).SetString(header)
-	return ok1 && ok2 && a.Cmp(b) == 0
-}
 
 // headerValue returns a header with the optional whitespace around it
 // removed (RFC 9110 §5.5), and whether it was sent.
