@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 	"go.uber.org/goleak"
@@ -91,6 +92,41 @@ func TestDecodeClassifies(t *testing.T) {
 	}
 }
 
+// Defect: strings were not checked for UTF-8, so a method of "\x88" came
+// back from MethodName as the raw byte (encoding/json reads U+FFFD), and
+// an id holding invalid UTF-8 was echoed raw, making the error reply
+// invalid UTF-8 too. A line that is not UTF-8 is now not JSON text
+// (RFC 8259 §8.1): -32700, id null, wherever the bad bytes are.
+func TestRegressionDecodeInvalidUTF8(t *testing.T) {
+	for _, line := range []string{
+		"{\"jsonrpc\":\"2.0\",\"method\":\"\x88\"}",              // the fuzzer's find
+		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"m\"}", // an id that would be echoed
+		"{\"jsonrpc\":\"2.0\",\"id\":\"a\xc3\",\"method\":1}",    // and echoed by an invalid request
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"k\xe9y\":1}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":[\"\xed\xa0\x80\"]}", // an encoded surrogate
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":[\"\xc0\xaf\"]}",     // an overlong '/'
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xf4\x90\x80\x80\"}",                // past U+10FFFF
+		"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xe6\x97\"}]",                      // truncated, in a batch
+	} {
+		_, err := jsonrpc.Decode([]byte(line), nil)
+		var de *jsonrpc.DecodeError
+		if !errors.As(err, &de) || de.Code != jsonrpc.CodeParseError || de.ID != nil {
+			t.Errorf("%q: got %v (%+v), want a parse error with no id", line, err, de)
+		}
+	}
+	// UTF-8 beyond ASCII, and escapes (a lone surrogate included), are
+	// fine; MethodName reads them as encoding/json does.
+	for _, method := range []string{"é日本😀", "\uFFFD", `\u00e9\ud83d\ude00`, `\ud800`, `a\udc00b`} {
+		line := `{"jsonrpc":"2.0","id":"ü","method":"` + method + `"}`
+		m, err := jsonrpc.Decode([]byte(line), nil)
+		var want string
+		json.Unmarshal([]byte(`"`+method+`"`), &want)
+		if err != nil || m.MethodName() != want || !utf8.ValidString(m.MethodName()) {
+			t.Errorf("%s: method %q, %v; want %q", line, m.MethodName(), err, want)
+		}
+	}
+}
+
 func TestDecodeAllowNullID(t *testing.T) {
 	m, err := jsonrpc.Decode([]byte(`{"jsonrpc":"2.0","id":null,"method":"m"}`), &jsonrpc.DecodeOptions{AllowNullID: true})
 	if err != nil || m.Kind != jsonrpc.KindRequest || string(m.ID) != "null" {
@@ -99,14 +135,18 @@ func TestDecodeAllowNullID(t *testing.T) {
 }
 
 func TestDecodeDoesNotAllocate(t *testing.T) {
-	line := []byte(`{"jsonrpc":"2.0","id":123,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
-	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := jsonrpc.Decode(line, nil); err != nil {
-			t.Fatal(err)
+	for _, line := range [][]byte{
+		[]byte(`{"jsonrpc":"2.0","id":123,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`),
+		[]byte(`{"jsonrpc":"2.0","id":"é","method":"tools/call","params":{"name":"echo","arguments":{"text":"日本語 😀"}}}`),
+	} {
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := jsonrpc.Decode(line, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("Decode allocates %v times per request", allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Errorf("Decode allocates %v times per request", allocs)
 	}
 }
 
@@ -139,8 +179,10 @@ func FuzzScannerMatchesValid(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := jsonrpc.Valid(b), json.Valid(b); got != want {
-			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		// encoding/json.Valid lets bytes that are not UTF-8 through in
+		// strings; RFC 8259 §8.1 does not, and neither does Valid.
+		if got, want := jsonrpc.Valid(b), json.Valid(b) && utf8.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json and utf8.Valid say %v", b, got, want)
 		}
 	})
 }
@@ -154,26 +196,39 @@ func FuzzDecode(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}`,
 		`[{"jsonrpc":"2.0","id":1,"method":"m"}]`,
 		`{"jsonrpc":"2.0","id":1,"id":1}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":1}",
+		`{"jsonrpc":"2.0","id":"\ud800","method":"\u00e9\ud83d\ude00"}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// What a valid line is: JSON (encoding/json's grammar) in UTF-8.
+		valid := json.Valid(b) && utf8.Valid(b)
 		m, err := jsonrpc.Decode(b, nil)
 		if err != nil {
 			var de *jsonrpc.DecodeError
 			if !errors.As(err, &de) || (de.Code != jsonrpc.CodeParseError && de.Code != jsonrpc.CodeInvalidRequest) {
 				t.Fatalf("unexpected error %v", err)
 			}
-			if de.Code == jsonrpc.CodeParseError && json.Valid(b) {
-				t.Fatalf("valid JSON classified as a parse error: %q", b)
+			if (de.Code == jsonrpc.CodeParseError) == valid {
+				t.Fatalf("parse error is %v for a line that is valid JSON in UTF-8: %v: %q", de.Code == jsonrpc.CodeParseError, valid, b)
 			}
-			if de.ID != nil && !json.Valid(de.ID) {
-				t.Fatalf("echoable id is not JSON: %q", de.ID)
+			if de.ID != nil && (!json.Valid(de.ID) || !utf8.Valid(de.ID)) {
+				t.Fatalf("echoable id is not JSON in UTF-8: %q", de.ID)
+			}
+			// The reply the runtime would send is one valid line.
+			id := jsonrpc.NullID
+			if de.ID != nil {
+				id = jsonrpc.ID(de.ID)
+			}
+			reply := jsonrpc.AppendErrorResponse(nil, id, &jsonrpc.Error{Code: de.Code, Message: de.Reason})
+			if !json.Valid(reply) || !utf8.Valid(reply) {
+				t.Fatalf("the reply to %q is not JSON in UTF-8: %q", b, reply)
 			}
 			return
 		}
-		if !json.Valid(b) {
-			t.Fatalf("accepted invalid JSON %q", b)
+		if !valid {
+			t.Fatalf("accepted a line that is not JSON in UTF-8: %q", b)
 		}
 		switch m.Kind {
 		case jsonrpc.KindRequest, jsonrpc.KindNotification:
@@ -183,6 +238,9 @@ func FuzzDecode(f *testing.F) {
 			var s string
 			if json.Unmarshal(m.Method, &s) != nil || s != m.MethodName() {
 				t.Fatalf("method %q decodes differently", m.Method)
+			}
+			if raw, escaped := m.MethodRaw(); !escaped && string(raw) != s {
+				t.Fatalf("MethodRaw %q says unescaped, but the method is %q", raw, s)
 			}
 		case jsonrpc.KindResult, jsonrpc.KindError:
 			if m.ID == nil {

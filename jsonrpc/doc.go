@@ -14,12 +14,13 @@
 //
 // # Decoding and its failures
 //
-// Decode validates the whole line with the same grammar as encoding/json
-// (FuzzScannerMatchesValid holds it to that), then checks the envelope. A
-// failure is a *DecodeError that says how to answer it (SPEC W3, W4):
+// Decode validates the whole line with the same grammar as encoding/json,
+// UTF-8 included (see below; FuzzScannerMatchesValid holds it to that), then
+// checks the envelope. A failure is a *DecodeError that says how to answer
+// it (SPEC W3, W4):
 //
-//   - CodeParseError (-32700): the line is not JSON. Nothing on it is
-//     trusted; the reply carries id null.
+//   - CodeParseError (-32700): the line is not JSON, or not UTF-8. Nothing
+//     on it is trusted; the reply carries id null.
 //   - CodeInvalidRequest (-32600): JSON, but not a valid message: not an
 //     object, "jsonrpc" not exactly "2.0", a repeated envelope member, an id
 //     that is not a string or number, a request with a null id (allowed only
@@ -32,6 +33,23 @@
 //
 // Unknown members are ignored and "params": null is treated as absent:
 // JSON-RPC 2.0 does not forbid the first, and real clients send the second.
+//
+// # UTF-8
+//
+// A line must be UTF-8: RFC 8259 §8.1 requires it of JSON text exchanged
+// between systems, so a string holding bytes that are not UTF-8 is a parse
+// error (-32700) like any other break of the grammar, wherever the string
+// is: the method, the id, a key or a value deep in params. Such a line is
+// rejected, not repaired, because a repair is a second reading of it:
+// encoding/json turns each bad byte into U+FFFD, other decoders refuse the
+// line or keep the bytes, and a proxy and a server that read one line
+// differently are what an attacker wants. As nothing on a rejected line is
+// trusted, the reply carries id null and echoes none of it. Everything
+// Decode hands out (ID, Method, MethodName, Params, Result, Error and
+// DecodeError.ID) is therefore UTF-8, and a reply that echoes an id is too.
+// Escapes are decoded as encoding/json decodes them, an escaped lone
+// surrogate ("\ud800", valid JSON) included: it becomes U+FFFD. The check
+// costs nothing on ASCII; only bytes past 0x7f are decoded.
 //
 // # Encoding
 //

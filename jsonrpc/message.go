@@ -46,7 +46,9 @@ type Message struct {
 }
 
 // MethodName returns the method as a Go string, decoding escapes if the
-// sender used any. It allocates; the runtime avoids it on its hot path.
+// sender used any, exactly as encoding/json would; it is always valid UTF-8
+// (Decode rejects lines that are not). It allocates; the runtime avoids it
+// on its hot path.
 func (m *Message) MethodName() string {
 	if len(m.Method) < 2 {
 		return ""
@@ -79,7 +81,8 @@ type DecodeError struct {
 	// Offset is the byte offset of the problem within the line.
 	Offset int
 	// ID is the raw id when it could be read (a string or number), so an
-	// invalid request is answered with its own id; nil otherwise.
+	// invalid request is answered with its own id; nil otherwise. It is
+	// never set on a parse error, so it is always valid JSON in UTF-8.
 	ID []byte
 	// Response is true when the object has "result" or "error" and no
 	// "method": a broken response. Responses are never answered, so two
@@ -119,7 +122,7 @@ var null = []byte("null")
 // array yields KindBatch; use Batch to walk its elements.
 //
 // Decoding is strict: the whole line must be one JSON value (the same grammar
-// as encoding/json), "jsonrpc" must be exactly "2.0", the five envelope
+// as encoding/json) in UTF-8, "jsonrpc" must be exactly "2.0", the five envelope
 // members may not repeat, ids must be strings or numbers, params must be an
 // object or an array, and a response carries exactly one of result and error.
 // Unknown members are ignored, as JSON-RPC 2.0 does not forbid them.

@@ -1,9 +1,13 @@
 package jsonrpc
 
-// A small, allocation-free JSON syntax scanner. It validates exactly what
-// encoding/json's Valid accepts (the fuzz target FuzzScannerMatchesValid holds
-// it to that) and reports where each value starts and ends, so the envelope
-// decoder can slice id, method and params out of the line without copying.
+import "unicode/utf8"
+
+// A small, allocation-free JSON syntax scanner. It validates what
+// encoding/json's Valid accepts, except that strings must be UTF-8 (RFC 8259
+// §8.1), which encoding/json does not check (the fuzz target
+// FuzzScannerMatchesValid holds it to that), and reports where each value
+// starts and ends, so the envelope decoder can slice id, method and params
+// out of the line without copying.
 
 // maxDepth matches encoding/json's nesting limit, so a line that json.Valid
 // rejects for depth is rejected here too.
@@ -95,8 +99,15 @@ func scanString(b []byte, i int) (int, bool, *scanError) {
 			}
 		case c < 0x20:
 			return i, escaped, &scanError{i, "invalid control character in string"}
-		default:
+		case c < utf8.RuneSelf:
 			i++
+		default:
+			// Only bytes past ASCII are decoded: ASCII costs nothing more.
+			_, size := utf8.DecodeRune(b[i:])
+			if size == 1 {
+				return i, escaped, &scanError{i, "invalid UTF-8 in string"}
+			}
+			i += size
 		}
 	}
 	return i, escaped, &scanError{i, "unexpected end of input in string"}
@@ -219,7 +230,9 @@ func scanArray(b []byte, i, depth int) (int, *scanError) {
 }
 
 // Valid reports whether b is exactly one JSON value, optionally surrounded by
-// white space. It agrees with encoding/json.Valid and does not allocate.
+// white space, in UTF-8. It agrees with encoding/json.Valid on UTF-8 input,
+// rejects what is not UTF-8 (which encoding/json.Valid accepts inside
+// strings), and does not allocate.
 func Valid(b []byte) bool {
 	i := skipSpace(b, 0)
 	end, err := scanValue(b, i, 0)
