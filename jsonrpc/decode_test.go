@@ -127,6 +127,52 @@ func TestRegressionDecodeInvalidUTF8(t *testing.T) {
 	}
 }
 
+// Defect: repeated keys inside params were accepted (the last one wins in
+// encoding/json) while repeated envelope members were refused, so a proxy
+// reading the first "name" or "region" and a server reading the last saw
+// different requests. Any object in params that repeats a key, at any
+// depth, now makes the message invalid, as a repeated envelope member does:
+// -32600, the id echoed, the reason naming the key and where it is.
+func TestRegressionDecodeDuplicateKeysInParams(t *testing.T) {
+	cases := []struct{ line, id, reason string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"safe","arguments":{},"name":"rm"}}`,
+			"1", `duplicate key "name" in params`},
+		{`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"deploy","arguments":{"region":"us","region":"eu"}}}`,
+			`"x"`, `duplicate key "region" in params at "/arguments"`},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"progressToken":1,"progressToken":2},"name":"a"}}`,
+			"2", `duplicate key "progressToken" in params at "/_meta"`},
+		{`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{},"_meta":{}}}`,
+			"3", `duplicate key "_meta" in params`},
+		{`{"jsonrpc":"2.0","id":4,"method":"m","params":{"arguments":{"cfg":{"zones":[{"id":1},{"id":2,"id":3}]}}}}`,
+			"4", `duplicate key "id" in params at "/arguments/cfg/zones/1"`},
+		{`{"jsonrpc":"2.0","id":5,"method":"m","params":{"n\u0061me":"a","name":"b"}}`,
+			"5", `duplicate key "name" in params`},
+		{`{"jsonrpc":"2.0","id":6,"method":"m","params":[{"\ud800":1,"\udfff":2}]}`,
+			"6", "duplicate key \"\ufffd\" in params at \"/0\""},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}`,
+			"", `duplicate key "requestId" in params`},
+	}
+	for _, tc := range cases {
+		_, err := jsonrpc.Decode([]byte(tc.line), nil)
+		var de *jsonrpc.DecodeError
+		if !errors.As(err, &de) || de.Code != jsonrpc.CodeInvalidRequest || string(de.ID) != tc.id || de.Reason != tc.reason {
+			t.Errorf("%s:\n got %v (%+v)\nwant -32600 id %s: %s", tc.line, err, de, tc.id, tc.reason)
+		}
+	}
+	// The same key in different objects, keys differing in case, and a
+	// repeat inside a string are all fine.
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":{"a":{"a":1}},"b":[{"a":1},{"a":1}]}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":1,"Name":2,"NAME":3}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"s":"{\"a\":1,\"a\":2}"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}`, // responses are never answered
+	} {
+		if _, err := jsonrpc.Decode([]byte(line), nil); err != nil {
+			t.Errorf("%s: %v", line, err)
+		}
+	}
+}
+
 func TestDecodeAllowNullID(t *testing.T) {
 	m, err := jsonrpc.Decode([]byte(`{"jsonrpc":"2.0","id":null,"method":"m"}`), &jsonrpc.DecodeOptions{AllowNullID: true})
 	if err != nil || m.Kind != jsonrpc.KindRequest || string(m.ID) != "null" {
@@ -198,6 +244,8 @@ func FuzzDecode(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"id":1}`,
 		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":1}",
 		`{"jsonrpc":"2.0","id":"\ud800","method":"\u00e9\ud83d\ude00"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":{"b":1,"b":2}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":[{"k":1},{"k":1}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -229,6 +277,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !valid {
 			t.Fatalf("accepted a line that is not JSON in UTF-8: %q", b)
+		}
+		if m.Params != nil && len(jsonrpc.DuplicatesOracle(t, m.Params)) > 0 {
+			t.Fatalf("accepted params that repeat a key: %q", m.Params)
 		}
 		switch m.Kind {
 		case jsonrpc.KindRequest, jsonrpc.KindNotification:

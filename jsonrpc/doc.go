@@ -24,15 +24,32 @@
 //   - CodeInvalidRequest (-32600): JSON, but not a valid message: not an
 //     object, "jsonrpc" not exactly "2.0", a repeated envelope member, an id
 //     that is not a string or number, a request with a null id (allowed only
-//     with DecodeOptions.AllowNullID), params that are not structured, or a
-//     response with both or neither of result and error. DecodeError.ID holds
-//     the id when it could be read, so the reply can echo it.
+//     with DecodeOptions.AllowNullID), params that are not structured or
+//     that repeat a key (see below), or a response with both or neither of
+//     result and error. DecodeError.ID holds the id when it could be read,
+//     so the reply can echo it.
 //   - DecodeError.Response marks a broken response (result or error and no
 //     method). Responses are never answered, so two peers cannot trade error
 //     replies forever.
 //
 // Unknown members are ignored and "params": null is treated as absent:
 // JSON-RPC 2.0 does not forbid the first, and real clients send the second.
+//
+// # Repeated keys
+//
+// An object in params that holds a key twice, at any depth, makes the
+// message invalid (-32600), as a repeated envelope member does: RFC 8259 §4
+// leaves the meaning of such an object to each implementation (encoding/json
+// and JSON.parse keep the last value, others the first, some refuse it), so
+// a proxy and a server could act on two different requests. The reason
+// names the key and, as a JSON Pointer into params, the object holding it:
+// duplicate key "region" in params at "/arguments". Keys are compared as
+// encoding/json decodes them ("name" and "n\u0061me" are one key). It is
+// the decoder that checks, not each reader of params, so that no handler
+// (MCP, ACP, or one decoding params with encoding/json) can forget to; the
+// cost is a second pass over params, allocation-free for params of ordinary
+// size, O(n log n) at worst. Results and errors are not checked: a response
+// is never answered.
 //
 // # UTF-8
 //

@@ -124,7 +124,8 @@ var null = []byte("null")
 // Decoding is strict: the whole line must be one JSON value (the same grammar
 // as encoding/json) in UTF-8, "jsonrpc" must be exactly "2.0", the five envelope
 // members may not repeat, ids must be strings or numbers, params must be an
-// object or an array, and a response carries exactly one of result and error.
+// object or an array in which no object repeats a key, at any depth, and a
+// response carries exactly one of result and error.
 // Unknown members are ignored, as JSON-RPC 2.0 does not forbid them.
 func Decode(line []byte, opts *DecodeOptions) (Message, error) {
 	i := skipSpace(line, 0)
@@ -260,6 +261,9 @@ func decodeObject(obj []byte, base int, opts *DecodeOptions) (Message, error) {
 			m.Params = nil // "params": null is treated as absent
 		default:
 			return invalid("params must be an object or an array")
+		}
+		if key, pointer, dup := duplicateKey(m.Params); dup {
+			return invalid(duplicateReason(key, pointer))
 		}
 	}
 

@@ -10,6 +10,10 @@ import (
 // without decoding into maps or copying: a tools/call is on the hot path
 // of every MCP server. Keys are matched exactly, as JSON-RPC members are
 // case-sensitive (encoding/json's case-insensitive matching is not used).
+// Keys are unique: jsonrpc.Decode refuses a message whose params repeat a
+// key in any object, at any depth (-32600), so the members read here, and
+// the arguments a tool decodes with encoding/json, are the ones every
+// other reader of the request sees, whichever of two it would have kept.
 
 // params is what a request's params say, as slices of the raw params.
 type params struct {
@@ -87,7 +91,9 @@ func rawString(value []byte) (string, bool) {
 }
 
 // members calls fn with each member of the object raw: the key (decoded
-// only when it has escapes) and the raw value. raw must be valid JSON.
+// only when it has escapes) and the raw value. raw must be valid JSON; on
+// the request path it is params as jsonrpc.Decode accepted them, which
+// hold no repeated key.
 func members(raw []byte, fn func(key, value []byte)) {
 	i := skipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {

@@ -8,7 +8,9 @@ import (
 )
 
 // members must see what encoding/json sees in an object: every key
-// (escapes decoded) with its raw value, the last one winning.
+// (escapes decoded) with its raw value. (Were a key repeated, both would
+// keep the last; jsonrpc.Decode refuses such params before members sees
+// them.)
 func FuzzMembers(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"a":1}`, ` { "a" : [1,{"b":"}"}] , "c":"x\"y", "d":null } `,
