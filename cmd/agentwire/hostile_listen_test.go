@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The hostile-client suite: what an attacker on the same machine tried
+// against agentwire, replayed against the real binary. This file: listen
+// streams that used to wedge a connection for good.
+
+const hostileMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"hostile","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+// lineConn is one newline-delimited connection to a server under attack.
+type lineConn struct {
+	t  *testing.T
+	w  io.Writer
+	rd *bufio.Reader
+}
+
+func (c *lineConn) send(lines ...string) {
+	c.t.Helper()
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	if _, err := io.WriteString(c.w, b.String()); err != nil {
+		c.t.Fatalf("writing: %v", err)
+	}
+}
+
+// readUntil reads lines until one contains want, failing after limit.
+func (c *lineConn) readUntil(want string, limit time.Duration) []string {
+	c.t.Helper()
+	type res struct {
+		lines []string
+		err   error
+	}
+	done := make(chan res, 1)
+	go func() {
+		var got []string
+		for {
+			line, err := c.rd.ReadString('\n')
+			if err != nil {
+				done <- res{got, err}
+				return
+			}
+			got = append(got, line)
+			if strings.Contains(line, want) {
+				done <- res{got, nil}
+				return
+			}
+		}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			c.t.Fatalf("reading until %q: %v after %d lines", want, r.err, len(r.lines))
+		}
+		return r.lines
+	case <-time.After(limit):
+		c.t.Fatalf("no line with %q within %v", want, limit)
+		return nil
+	}
+}
+
+// listenExhaustion opens 300 listen streams on one connection (more than
+// the 256 handler slots and the 256 streams), cancels them all, and then
+// expects an ordinary request to be answered within a second.
+func listenExhaustion(t *testing.T, c *lineConn) {
+	const n = 300
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":"L%d","method":"subscriptions/listen","params":{%s,"notifications":{"toolsListChanged":true}}}`, i, hostileMeta)
+	}
+	c.send(lines...)
+	c.send(`{"jsonrpc":"2.0","id":"mid","method":"tools/call","params":{` + hostileMeta + `,"name":"echo","arguments":{"text":"while streaming"}}}`)
+	got := c.readUntil(`"id":"mid"`, 10*time.Second)
+	if !strings.Contains(got[len(got)-1], "while streaming") {
+		t.Fatalf("the request beside the streams got %q", got[len(got)-1])
+	}
+	for i := range lines {
+		lines[i] = fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"L%d"}}`, i)
+	}
+	c.send(lines...)
+	c.send(`{"jsonrpc":"2.0","id":"after","method":"tools/call","params":{` + hostileMeta + `,"name":"echo","arguments":{"text":"after the cancels"}}}`)
+	got = c.readUntil(`"id":"after"`, time.Second)
+	if !strings.Contains(got[len(got)-1], "after the cancels") {
+		t.Fatalf("after the cancels got %q", got[len(got)-1])
+	}
+}
+
+func TestHostileListenExhaustionStdio(t *testing.T) {
+	cmd := exec.Command(binary, "serve", "mcp")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		in.Close()
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			t.Error("serve mcp did not exit 10 s after its input ended")
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	listenExhaustion(t, &lineConn{t: t, w: in, rd: bufio.NewReaderSize(out, 1<<20)})
+}
+
+func TestHostileListenExhaustionSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "aw.sock")
+	srv := exec.Command(binary, "serve", "mcp", "--listen", "unix:"+sock)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Kill()
+		srv.Wait()
+	}()
+	var conn net.Conn
+	var err error
+	for range 100 { // until it listens
+		if conn, err = net.Dial("unix", sock); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	listenExhaustion(t, &lineConn{t: t, w: conn, rd: bufio.NewReaderSize(conn, 1<<20)})
+	// A second client of the same server is served too.
+	other, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	c := &lineConn{t: t, w: other, rd: bufio.NewReader(other)}
+	c.send(`{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{` + hostileMeta + `,"name":"echo","arguments":{"text":"second client"}}}`)
+	c.readUntil(`"id":"second"`, time.Second)
+}
