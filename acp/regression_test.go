@@ -7,6 +7,7 @@ package acp_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,6 +78,49 @@ func TestRegressionPromptQueuedBehindSlowLoad(t *testing.T) {
 		j := strings.Join(w.Take(), "\n")
 		if !strings.Contains(j, `"id":2,"result":{"stopReason":"end_turn"}`) {
 			t.Errorf("prompt behind session/load:\n%s", j)
+		}
+	})
+}
+
+// Long prompts hold the background budget (32), never the reader: with
+// every prompt running, a burst of control requests and other requests
+// beyond the connection's handler slots is answered, and the cancellations
+// behind it are read and end every turn.
+func TestLongPromptsLeaveControlAndCancelReadable(t *testing.T) {
+	run(t, nil, func(w *wiretest.Wire) {
+		setup(w, 32)
+		var lines []string
+		for i := 1; i <= 32; i++ {
+			lines = append(lines, prompt(i, "sess-"+strconv.Itoa(i), "slow 100000"))
+		}
+		w.Send(lines...)
+		w.Settle()
+		lines = lines[:0]
+		for i := range 100 {
+			lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":"m%d","method":"session/set_mode","params":{"sessionId":"sess-1","modeId":"code"}}`, i))
+			lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":"u%d","method":"no/such/method"}`, i))
+		}
+		for i := 1; i <= 32; i++ {
+			lines = append(lines, cancel("sess-"+strconv.Itoa(i)))
+		}
+		w.Send(lines...)
+		w.Sleep(100 * time.Millisecond)
+		modes, unknown, cancelled := 0, 0, 0
+		for _, l := range w.Take() {
+			switch {
+			case strings.Contains(l, `"id":"m`) && strings.Contains(l, `"result":{}`):
+				modes++
+			case strings.Contains(l, `"id":"u`) && strings.Contains(l, `-32601`):
+				unknown++
+			case strings.Contains(l, `"stopReason":"cancelled"`):
+				cancelled++
+			}
+		}
+		if modes != 100 || unknown != 100 || cancelled != 32 {
+			t.Fatalf("%d set_mode, %d unknown, %d cancelled turns answered", modes, unknown, cancelled)
+		}
+		if got := w.Exchange(prompt(`"again"`, "sess-1", "hi")); !strings.Contains(strings.Join(got, "\n"), `"id":"again","result":{"stopReason":"end_turn"}`) {
+			t.Fatalf("a new turn got %q", got)
 		}
 	})
 }
