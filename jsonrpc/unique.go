@@ -218,37 +218,47 @@ func decodeKey(v []byte, k keyRef) string {
 }
 
 // jsonPointer names the object that frames lead to: for each enclosing
-// object the key being read (its last key on the stack), for each array
-// the index.
+// object the key being read, for each array the index. The key an object
+// is reading is its last on the stack: the one just before the keys of the
+// next object down (or the end of the stack), found in one pass from the
+// innermost frame outwards, so that the work is linear in the depth.
 func jsonPointer(v []byte, frames []frame, keys []keyRef) string {
+	reading := make([]int, len(frames))
+	end := len(keys)
+	for n := len(frames) - 1; n >= 0; n-- {
+		if frames[n].object {
+			reading[n] = end - 1
+			end = frames[n].keys
+		}
+	}
 	var b strings.Builder
 	for n, f := range frames {
+		if b.Len() > maxPointer {
+			break // duplicateReason clips it anyway
+		}
 		b.WriteByte('/')
 		if !f.object {
 			b.WriteString(strconv.Itoa(f.index))
 			continue
 		}
-		// The key whose value holds the next frame: the last key of
-		// this object, before the next object's keys start.
-		end := len(keys)
-		for _, g := range frames[n+1:] {
-			if g.object {
-				end = g.keys
-				break
-			}
-		}
-		key := decodeKey(v, keys[end-1])
+		key := decodeKey(v, keys[reading[n]])
 		key = strings.ReplaceAll(key, "~", "~0")
 		b.WriteString(strings.ReplaceAll(key, "/", "~1"))
 	}
 	return b.String()
 }
 
+// The longest key and pointer a reason quotes in full, in bytes.
+const (
+	maxKey     = 100
+	maxPointer = 200
+)
+
 // duplicateReason is the DecodeError reason for a repeated key in params.
 func duplicateReason(key, pointer string) string {
-	r := "duplicate key " + strconv.Quote(clip(key, 100)) + " in params"
+	r := "duplicate key " + strconv.Quote(clip(key, maxKey)) + " in params"
 	if pointer != "" {
-		r += " at " + strconv.Quote(clip(pointer, 200))
+		r += " at " + strconv.Quote(clip(pointer, maxPointer))
 	}
 	return r
 }

@@ -143,6 +143,23 @@ func TestDuplicateKeyLargeObject(t *testing.T) {
 	}
 }
 
+// The reason stays short however deep or long the offending key is: the
+// pointer is built only as far as it is quoted.
+func TestDuplicateReasonBounded(t *testing.T) {
+	long := strings.Repeat("k", 5000)
+	deep := strings.Repeat(`{"`+long+`":`, 2000) + `{"` + long + `":1,"` + long + `":2}` + strings.Repeat("}", 2000)
+	key, pointer, found := duplicateKey([]byte(deep))
+	if !found || key != long {
+		t.Fatalf("found %v, key of %d bytes", found, len(key))
+	}
+	if len(pointer) > maxPointer+len(long)+1 {
+		t.Errorf("pointer of %d bytes built for a reason that quotes %d", len(pointer), maxPointer)
+	}
+	if r := duplicateReason(key, pointer); len(r) > maxKey+maxPointer+64 {
+		t.Errorf("reason of %d bytes", len(r))
+	}
+}
+
 func BenchmarkDuplicateKey(b *testing.B) {
 	params := []byte(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"echo","arguments":{"text":"hello","n":1,"flags":[true,false]}}`)
 	for b.Loop() {
