@@ -41,6 +41,7 @@ type Bridge struct {
 
 	mu          sync.Mutex
 	toolHeaders map[string]map[string]string // nil until the server's tools are listed
+	hubs        map[string]*listenHub        // open upstream listen streams by filter; see bridgelisten.go
 }
 
 // NewBridge returns a bridge to the server behind sess.
@@ -201,7 +202,7 @@ func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
 	}
 	if b.sess.Era() == "modern" {
 		if req.Method == methodListen {
-			return b.listen(ctx, req, params, meta)
+			return b.listen(ctx, req, params)
 		}
 		return b.forward(ctx, req, params, meta)
 	}
@@ -380,63 +381,6 @@ func (b *Bridge) result(res json.RawMessage, err error) (any, error) {
 	b.logger().Warn("bridge: a request could not be forwarded", "error", err)
 	return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the bridge could not forward the request to the MCP server",
 		map[string]any{"reason": "bridge_error"})
-}
-
-// listen opens a subscription on the server for this client and relays
-// its notifications with the client's subscription id.
-func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params, meta map[string]json.RawMessage) (any, error) {
-	if err := req.Detach(); err != nil {
-		return nil, err
-	}
-	s := b.sess
-	rename := func(raw json.RawMessage) json.RawMessage {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return raw
-		}
-		var m map[string]json.RawMessage
-		json.Unmarshal(obj["_meta"], &m)
-		if m == nil {
-			m = map[string]json.RawMessage{}
-		}
-		m[MetaSubscriptionID] = json.RawMessage(req.ID)
-		obj["_meta"], _ = json.Marshal(m)
-		out, _ := json.Marshal(obj)
-		return out
-	}
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rl := newRelay(req, cancel)
-	defer rl.finish()
-	// The acknowledgment is relayed too, in order.
-	sub := &Subscription{ack: make(chan struct{}), done: make(chan struct{}), cancel: cancel, relayAck: true}
-	sub.notify = func(method string, p json.RawMessage) { rl.send(method, rename(p)) }
-	var childID string
-	// The relay ends when the bridge shuts down this exchange (input
-	// ends): cancel the server's stream, and answer the client's.
-	go func() {
-		select {
-		case <-req.Conn().InputDone():
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
-	res, err := s.t.call(lctx, methodListen, joinParams(params, meta), func(id jsonrpc.ID) {
-		childID = string(id)
-		s.subs.Store(childID, sub)
-	})
-	s.subs.Delete(childID)
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if err != nil && lctx.Err() == nil {
-		return b.result(nil, err)
-	}
-	if err != nil {
-		// Ended by the bridge's shutdown: the graceful final result.
-		return map[string]any{"resultType": resultTypeComplete, "_meta": map[string]any{MetaSubscriptionID: req.ID}}, nil
-	}
-	return rename(res), nil
 }
 
 // splitParams returns params without _meta, and _meta.
