@@ -39,7 +39,6 @@ type Subscription struct {
 	honored  ListenFilter
 	acked    bool
 	byServer bool
-	relayAck bool // the acknowledgment goes to notify too (the bridge relays it)
 	err      error
 }
 
@@ -180,9 +179,6 @@ func (s *Session) routeSubscription(method string, params json.RawMessage) bool 
 			close(sub.ack)
 		}
 		sub.mu.Unlock()
-		if sub.relayAck {
-			sub.notify(method, params)
-		}
 		return true
 	}
 	if sub.notify != nil {
