@@ -64,6 +64,8 @@ func hostileRequests() []struct{ name, body, count string } {
 		{"deep-arguments", call(`{"count":1,"x":` + strings.Repeat("[", 1700) + strings.Repeat("]", 1700) + `}`), "1"},
 		{"deep-objects", call(`{"count":1,"x":` + strings.Repeat(`{"a":`, 600) + `1` + strings.Repeat(`}`, 600) + `}`), "1"},
 		{"escaped-string", call(fill(`{"count":1,"s":"`, `\u00e9`, `"}`)), "1"},
+		{"utf8-string", call(fill(`{"count":1,"s":"`, `日本`, `"}`)), "1"},
+		{"escaped-envelope-keys", strings.Replace(call(`{"count":1}`), `{"jsonrpc"`, `{`+strings.Repeat(`"\u0078":0,`, 330)+`"jsonrpc"`, 1), "1"},
 	}
 }
 
@@ -75,8 +77,14 @@ func BenchmarkHostileRequest(b *testing.B) {
 		}
 		b.Run(r.name, func(b *testing.B) {
 			hdr := modernHeaders(r.body, map[string]string{"Mcp-Param-Count": r.count})
+			start, ok := processCPU()
 			for b.Loop() {
 				serve(h, newPost(context.Background(), r.body, hdr.Clone()))
+			}
+			// CPU time, all goroutines included: what a request costs the
+			// machine, whatever else runs on it (ns/op is wall time).
+			if end, _ := processCPU(); ok {
+				b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
 			}
 		})
 	}
