@@ -54,10 +54,7 @@ func duplicateKey(v []byte) (key, pointer string, found bool) {
 	for i := 0; i < len(v); i++ {
 		switch v[i] {
 		case '"':
-			end, escaped, err := scanString(v, i)
-			if err != nil {
-				return "", "", false
-			}
+			end, escaped := skipString(v, i)
 			if expectKey {
 				keys = append(keys, keyRef{int32(i + 1), int32(end - 1), escaped})
 				expectKey = false
@@ -93,6 +90,22 @@ func duplicateKey(v []byte) (key, pointer string, found bool) {
 		}
 	}
 	return "", "", false
+}
+
+// skipString returns the offset past the string starting at v[i] (its
+// opening quote), which has been validated, and whether it holds escapes.
+func skipString(v []byte, i int) (int, bool) {
+	escaped := false
+	for i++; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			return i + 1, escaped
+		}
+	}
+	return len(v), escaped
 }
 
 // repeated returns a key that occurs twice among keys (which it may
