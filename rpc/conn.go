@@ -67,6 +67,7 @@ type Conn struct {
 	room        chan struct{} // closed when the queue shrinks, for a notification waiting for a place
 	busyLog     refusal.Log
 	streamsLog  refusal.Log
+	limitLog    refusal.Log // lines and batches over their size limits
 
 	// inline holds a positive token while the reading goroutine runs a
 	// handler (or a flush) itself; the watchdog negates it to hand input to
@@ -145,7 +146,7 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 		WriteChunk: s.WriteChunkBytes,
 		OnError:    c.outputFailed, // a failed write is a transport fault (SPEC C6)
 	})
-	c.busyLog.Logger, c.streamsLog.Logger = s.Logger, s.Logger
+	c.busyLog.Logger, c.streamsLog.Logger, c.limitLog.Logger = s.Logger, s.Logger, s.Logger
 	c.hurry = make(chan struct{})
 	c.base, c.cancelBase = context.WithCancelCause(context.Background())
 	c.promoteAfter = s.InlineBudget
@@ -217,6 +218,7 @@ func (c *Conn) readLoop() {
 		if err != nil {
 			if errors.Is(err, framing.ErrLineTooLong) {
 				c.violation(ViolationTooLong, nil, err)
+				c.limitLog.Refused("rpc: line over MaxMessageBytes skipped", "limit", c.opts.MaxMessageBytes)
 				c.replyBad(jsonrpc.NullID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 					"Invalid Request: message exceeds "+strconv.Itoa(c.opts.MaxMessageBytes)+" bytes",
 					map[string]any{"limit": c.opts.MaxMessageBytes}))
@@ -628,6 +630,8 @@ func (c *Conn) handleBatch(line []byte) {
 		c.replyBad(jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Invalid Request: empty batch"))
 		return
 	case n > c.opts.MaxBatchLength:
+		c.stats.invalid.Add(1)
+		c.limitLog.Refused("rpc: batch over MaxBatchLength refused", "elements", n, "limit", c.opts.MaxBatchLength)
 		c.replyBad(jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 			"Invalid Request: batch of %d elements exceeds the limit of %d", n, c.opts.MaxBatchLength))
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -631,4 +632,35 @@ func TestAdmitInReceiveOrder(t *testing.T) {
 			t.Fatalf("got %q", got)
 		}
 	})
+}
+
+// Refusals are counted one by one but logged once per burst: a flood of
+// oversized lines and of requests beyond the queue costs one warning each.
+func TestRefusalsLoggedOncePerBurst(t *testing.T) {
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts := &rpc.Options{MaxMessageBytes: 96, MaxConcurrentRequests: 1, MaxQueuedRequests: 1, Logger: logger}
+	runWire(t, waitForCancel, opts, func(w *wire) {
+		long := req(1, "echo", `["`+strings.Repeat("x", 100)+`"]`)
+		lines := []string{req(`"s"`, "hang", ""), req(`"q"`, "echo", `[0]`)}
+		for i := range 50 {
+			lines = append(lines, long, req(100+i, "echo", `[1]`))
+		}
+		got := w.Exchange(lines...)
+		w.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s"}}`)
+		got = append(got, w.Exchange()...)
+		if len(got) != 101 || !slices.Contains(got, `{"jsonrpc":"2.0","id":"q","result":[0]}`) {
+			t.Fatalf("%d replies, the queued one answered: %v", len(got), slices.Contains(got, `{"jsonrpc":"2.0","id":"q","result":[0]}`))
+		}
+		st := w.Conn.Stats()
+		if st.TooLong != 50 || st.Rejected != 50 {
+			t.Errorf("Stats %+v", st)
+		}
+	})
+	if n := strings.Count(logs.String(), "over MaxMessageBytes"); n != 1 {
+		t.Errorf("%d warnings for oversized lines:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "request refused"); n != 1 {
+		t.Errorf("%d warnings for refused requests:\n%s", n, logs.String())
+	}
 }
