@@ -101,3 +101,34 @@ func TestHostileRequestsAnswered(t *testing.T) {
 		}
 	}
 }
+
+// Defect: Mcp-Param-Count: 1e1000000 against "count":1e1000000 made the
+// server build two million-digit integers (math/big), ~30 ms of CPU for a
+// 231-byte request. The values are compared as sign, digits and exponent:
+// equal spellings pass, a different value is -32020, and neither costs
+// more than any other request (BenchmarkHostileRequest measures it).
+func TestRegressionHTTPParamHeaderHugeExponent(t *testing.T) {
+	h := newHeaderServer().HTTPHandler(nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + withMeta(`"name":"count","arguments":{"count":1e1000000}`) + `}`
+	for _, tc := range []struct {
+		header string
+		status int
+	}{
+		{"1e1000000", http.StatusOK},
+		{"10e999999", http.StatusOK},
+		{"0.1E+1000001", http.StatusOK},
+		{"1e999999", http.StatusBadRequest},
+		{"1e1000001", http.StatusBadRequest},
+		{"-1e1000000", http.StatusBadRequest},
+	} {
+		rec := serve(h, newPost(t.Context(), body, modernHeaders(body, map[string]string{"Mcp-Param-Count": tc.header})))
+		if rec.Status() != tc.status {
+			t.Errorf("Mcp-Param-Count: %s: status %d, want %d: %s", tc.header, rec.Status(), tc.status, rec.Body())
+		}
+		if tc.status == http.StatusBadRequest {
+			if code, _ := errCode(t, rec.Body()); code != mcp.CodeHeaderMismatch {
+				t.Errorf("Mcp-Param-Count: %s: code %d", tc.header, code)
+			}
+		}
+	}
+}
