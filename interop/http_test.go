@@ -100,7 +100,7 @@ func peerClient(t *testing.T, url string, sdk, negotiate string, listen bool) pe
 	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &s); err != nil || code != 0 || !s.OK {
 		t.Fatalf("%s %s: exit %d, summary %q (%v), stderr %s", sdk, negotiate, code, out, err, stderr)
 	}
-	if s.Server != "agentwire-seed" || len(s.Tools) < seedToolCount || s.Echo != "hello" ||
+	if s.Server != "agentwire-seed" || len(s.Tools) < seedHTTPToolCount || s.Echo != "hello" ||
 		s.Slow != "report finished after 3 steps" || s.Progress < 1 || !s.Cancelled || !s.Alive {
 		t.Errorf("%s %s: summary %+v", sdk, negotiate, s)
 	}

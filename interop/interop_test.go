@@ -21,6 +21,10 @@ var binary string // the agentwire command, built for these tests
 // and the five conformance diagnostics.
 const seedToolCount = 10
 
+// seedHTTPToolCount is how many `agentwire serve mcp --http` offers: all
+// but crash, which it leaves out unless given --demo-tools.
+const seedHTTPToolCount = seedToolCount - 1
+
 // TestMain installs the pinned npm peers (skipped when node_modules
 // already matches the lock file) and builds agentwire.
 func TestMain(m *testing.M) {

@@ -31,7 +31,7 @@ func startBridge(t *testing.T, era mcp.Era) (string, *mcp.Session) {
 		h.Shutdown(context.Background())
 		srv.Close()
 	})
-	return srv.URL, child
+	return srv.URL + "/mcp", child
 }
 
 // T2, issue "bridge": every combination of HTTP client era and stdio
@@ -144,7 +144,7 @@ func startBridgeTo(t *testing.T, s *mcp.Server) (string, *mcp.Session) {
 		h.Shutdown(context.Background())
 		srv.Close()
 	})
-	return srv.URL, child
+	return srv.URL + "/mcp", child
 }
 
 // connectServer connects a client to s in memory.

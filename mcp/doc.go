@@ -120,15 +120,39 @@
 // and 404 (-32601). A request without the 2026-07-28 _meta and header is
 // legacy: initialize is answered, no Mcp-Session-Id is minted, and every
 // other request is served at the version its header names (2025-03-26 when
-// it has none), as if initialize had happened on its own connection.
-// Origin (403 unless absent, loopback or allowed), Host (403 when
-// AllowedHosts is set and it is not listed), the bearer token (401 with
-// WWW-Authenticate) and the body size (413) are checked first.
+// it has none), as if initialize had happened on its own connection. A
+// legacy request need not send the mirroring headers, but those it sends
+// are checked the same way. The path (HTTPOptions.Path, /mcp; 404
+// elsewhere), Origin (403 unless absent, loopback or allowed), Host (403
+// when AllowedHosts is set and it is not listed), the bearer token (401
+// with WWW-Authenticate) and the body size (413) are checked first; 401,
+// 403 and 413 close the connection.
+//
+// Every resource a client can hold is bounded, and every refusal is
+// counted (HTTPHandler.Stats) and logged once per burst. The handler,
+// however it is mounted, admits at most MaxInFlight requests (256) and
+// MaxStreams subscriptions/listen streams (256) at once, across all
+// clients, and at most MaxBufferedBytes (16 MiB) of request bodies and of
+// answers being written; beyond, a request gets 503 with Retry-After: 1
+// before its body is read. Each write to a client must progress within
+// WriteTimeout (30 s): a stalled reader is cut off and its request
+// cancelled, a slow one is served, and an event stream may last as long
+// as its call. A refused request's connection is closed after the rest
+// of its body is read and dropped, so that the client, still sending,
+// reads its answer instead of a reset. HTTPHandler.Serve adds the
+// connection limits: MaxConns connections (1024, at most half the
+// open-file limit), a new one over the cap closing the oldest connection
+// that has sent nothing once it has had a quarter of ReadHeaderTimeout
+// (at most 250 ms) to send, and being answered 503 when every connection
+// is serving a request; ReadHeaderTimeout (10 s, or IdleTimeout when
+// shorter) for a request's headers, IdleTimeout (30 s) between requests,
+// MaxHeaderBytes (64 KiB); accept errors such as EMFILE pause the accept
+// loop (5 ms, doubling to 1 s) instead of spinning it.
 //
 // HTTPHandler.Shutdown ends every exchange's input: listen streams finish
 // with their final result, other handlers get the end-of-stream grace, and
-// new requests get 503. http.Server.Shutdown alone would wait for open
-// event streams forever.
+// new requests get 503; the servers of Serve stop with it.
+// http.Server.Shutdown alone would wait for open event streams forever.
 //
 // ConnectHTTP is the client side: the same Session, its messages sent as
 // POSTs with the request-metadata headers, event streams read as they come

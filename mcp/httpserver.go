@@ -13,13 +13,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
@@ -48,10 +52,17 @@ const (
 const legacyDefaultVersion = "2025-03-26"
 
 // HTTPOptions configures a Streamable HTTP endpoint. The zero value (or nil)
-// accepts requests from any client that sends no Origin or a loopback one,
-// without authentication, with bodies up to 4 MiB read within 30 s, and a
-// keep-alive comment every 15 s on event streams.
+// serves /mcp to any client that sends no Origin or a loopback one, without
+// authentication, with the limits below at their defaults: bodies up to
+// 4 MiB read within 30 s, 256 requests and 16 MiB of request bodies in
+// flight, writes that must progress within 30 s, a keep-alive comment
+// every 15 s on event streams and, through Serve, 1024 connections that
+// must send their headers within 10 s and their next request within 30 s.
 type HTTPOptions struct {
+	// Path is the endpoint's path (as the handler sees it: after any
+	// http.StripPrefix); requests for any other path get 404. Default
+	// "/mcp".
+	Path string
 	// AllowedOrigins lists the origins ("https://app.example.com") a
 	// browser page may call from, besides loopback origins. A request whose
 	// Origin header is present and not allowed gets 403: "Servers MUST
@@ -65,11 +76,14 @@ type HTTPOptions struct {
 	AllowedHosts []string
 	// Token, when set, is the bearer token every request must carry
 	// (Authorization: Bearer TOKEN); others get 401 with WWW-Authenticate.
+	// 401, 403 and 413 close the connection, so that a client without the
+	// token cannot keep one open.
 	Token string
 	// ResourceMetadata is the URL of the RFC 9728 protected resource
 	// metadata, named in WWW-Authenticate when set.
 	ResourceMetadata string
-	// MaxBodyBytes caps a request body; larger ones get 413. Default 4 MiB.
+	// MaxBodyBytes caps a request body; larger ones get 413 (before they
+	// are read, when Content-Length says so). Default 4 MiB.
 	MaxBodyBytes int64
 	// BodyTimeout bounds the reading of a request body. Default 30 s.
 	BodyTimeout time.Duration
@@ -78,10 +92,69 @@ type HTTPOptions struct {
 	// stream so that it can carry them (proxies end silent connections).
 	// Default 15 s; negative disables both.
 	KeepAlive time.Duration
+
+	// MaxInFlight bounds the requests being served at once, across all
+	// clients (each HTTP request has its own connection, so the
+	// per-connection handler bound does not apply across requests).
+	// Beyond it a request gets 503 with Retry-After: 1 at once, before its
+	// body is read: waiting would hold the client's connection without
+	// bounding anything. Default Conn.MaxConcurrentRequests, or 256.
+	MaxInFlight int
+	// MaxStreams bounds the subscriptions/listen streams open at once,
+	// across all clients; a stream leaves MaxInFlight when it opens, so
+	// that long-lived streams cannot starve ordinary requests. Beyond it
+	// a listen request gets 503 with Retry-After: 1. Default
+	// Conn.MaxStreams, or 256.
+	MaxStreams int
+	// MaxBufferedBytes bounds the request bytes held by the requests in
+	// flight, across all clients. A body is charged from the moment it is
+	// admitted (its Content-Length, or what has arrived of a body of
+	// unknown length) until its response is written, and an answer while
+	// it is being written; a body that does not fit gets 503 with
+	// Retry-After: 1, before it is read when its length is known. Serving
+	// a request costs a few times its body (the handler's decoded
+	// arguments, the encoded answer, which may be larger still: "<" is
+	// encoded as \u003c), so this is the lever on the server's peak
+	// memory. The default, 16 MiB (never less than MaxBodyBytes), keeps
+	// 200 concurrent 4 MiB calls under about 250 MiB of resident memory.
+	MaxBufferedBytes int64
+	// WriteTimeout bounds each write to a client: a write (of at most 64
+	// KiB) that makes no progress for this long fails, and the request is
+	// cancelled. It is a no-progress deadline, renewed for every write,
+	// not a bound on the whole response: an event stream may last as long
+	// as its call, and a slow reader is served, but a client that stops
+	// reading cannot pin the response's memory and its connection
+	// forever. Default 30 s; negative disables it.
+	WriteTimeout time.Duration
+
+	// The connection limits below are applied by Serve (an http.Server of
+	// one's own has its own settings).
+
+	// MaxConns bounds the connections open at once. A connection over the
+	// cap makes room by closing the one that has waited longest without a
+	// request in progress (one that has sent nothing yet first); when
+	// every connection is serving a request it is answered 503 and closed.
+	// Default 1024, or half the process's open-file limit when that is
+	// lower, so that the process never runs out of descriptors; negative
+	// means no cap.
+	MaxConns int
+	// ReadHeaderTimeout bounds the wait for a request's headers, the first
+	// request's included: a connection that sends nothing is closed after
+	// it. Default 10 s, or IdleTimeout when that is shorter; negative
+	// disables it.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout is how long a connection may wait for its next request
+	// after a response. Default 30 s; negative disables it.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers (431 beyond). Default
+	// 64 KiB.
+	MaxHeaderBytes int
+
 	// Conn is the base of every exchange's connection options (Logger,
 	// ShutdownTimeout, ...).
 	Conn *rpc.Options
-	// Logger receives diagnostics. Nil means slog.Default().
+	// Logger receives diagnostics, and one line per burst of refusals of
+	// each limit (see HTTPStats). Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -118,9 +191,13 @@ type HTTPHandler struct {
 	opts    HTTPOptions
 	log     *slog.Logger
 
+	limits httpLimits
+
 	mu        sync.Mutex
 	draining  bool
 	exchanges map[*exchange]struct{}
+	servers   []*http.Server // of Serve
+	listeners []*limitListener
 	running   sync.WaitGroup // exchanges and their connections
 
 	// The server's own requests to legacy clients, by the id they were
@@ -162,10 +239,54 @@ func newHTTPHandler(b httpBackend, opts *HTTPOptions) *HTTPHandler {
 	if h.opts.BodyTimeout <= 0 {
 		h.opts.BodyTimeout = DefaultBodyTimeout
 	}
+	if h.opts.Path == "" {
+		h.opts.Path = DefaultPath
+	}
+	if h.opts.WriteTimeout == 0 {
+		h.opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if h.opts.MaxInFlight <= 0 {
+		h.opts.MaxInFlight = DefaultMaxInFlight
+		if h.opts.Conn != nil && h.opts.Conn.MaxConcurrentRequests > 0 {
+			h.opts.MaxInFlight = h.opts.Conn.MaxConcurrentRequests
+		}
+	}
+	if h.opts.MaxStreams <= 0 {
+		h.opts.MaxStreams = DefaultMaxStreams
+		if h.opts.Conn != nil && h.opts.Conn.MaxStreams > 0 {
+			h.opts.MaxStreams = h.opts.Conn.MaxStreams
+		}
+	}
+	if h.opts.MaxBufferedBytes <= 0 {
+		h.opts.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	// A body of the largest size must fit, with its newline.
+	h.opts.MaxBufferedBytes = max(h.opts.MaxBufferedBytes, h.opts.MaxBodyBytes+1)
+	if h.opts.IdleTimeout == 0 {
+		h.opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if h.opts.ReadHeaderTimeout == 0 {
+		h.opts.ReadHeaderTimeout = DefaultReadHeaderTimeout
+		if h.opts.IdleTimeout > 0 {
+			h.opts.ReadHeaderTimeout = min(h.opts.ReadHeaderTimeout, h.opts.IdleTimeout)
+		}
+	}
+	if h.opts.MaxHeaderBytes <= 0 {
+		h.opts.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	maxConns := h.opts.MaxConns
+	if maxConns == 0 {
+		maxConns = DefaultMaxConns
+		if lim := openFileLimit(); lim > 0 {
+			maxConns = max(1, min(maxConns, lim/2))
+		}
+	}
+	maxConns = max(maxConns, 0) // negative: no cap
 	h.log = h.opts.Logger
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	h.limits.init(h.log, maxConns, h.opts.MaxInFlight, h.opts.MaxStreams, h.opts.MaxBufferedBytes, h.opts.ReadHeaderTimeout)
 	return h
 }
 
@@ -176,13 +297,40 @@ func newHTTPHandler(b httpBackend, opts *HTTPOptions) *HTTPHandler {
 // ShutdownTimeout). Call it after http.Server.Shutdown has stopped the
 // listeners, or instead of waiting for it: http.Server.Shutdown itself
 // waits for open event streams forever.
+//
+// The servers of Serve are shut down too: their listeners close at once,
+// connections that have not sent a request are closed, idle ones as
+// soon as their response is written, and Serve returns
+// http.ErrServerClosed. When ctx ends first, their connections are closed.
 func (h *HTTPHandler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.draining = true
+	servers, listeners := h.servers, h.listeners
+	h.servers, h.listeners = nil, nil
 	for ex := range h.exchanges {
 		ex.in.end() // end of input: listen streams finish, others get the grace
 	}
 	h.mu.Unlock()
+	for _, ln := range listeners {
+		ln.Close()
+	}
+	if len(listeners) > 0 {
+		// Nothing new arrives; connections that have sent nothing
+		// would keep http.Server.Shutdown waiting for 5 s.
+		h.limits.conns.closeFresh()
+	}
+	var stopped sync.WaitGroup
+	for _, srv := range servers {
+		stopped.Go(func() {
+			if srv.Shutdown(ctx) != nil {
+				srv.Close()
+			}
+		})
+	}
+	defer func() {
+		stopped.Wait()
+		h.limits.refusers.Wait()
+	}()
 	done := make(chan struct{})
 	go func() {
 		h.running.Wait()
@@ -212,12 +360,28 @@ func httpError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, msg
 }
 
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every response is written under the no-progress deadline; the
+	// exchange renews it for each write of a longer one. The last one
+	// stays for net/http's final flush, after which net/http lifts it.
+	rc := http.NewResponseController(w)
+	if h.opts.WriteTimeout > 0 {
+		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	}
+	if r.URL.Path != h.opts.Path {
+		h.limits.refused(refNotFound, "path", r.URL.Path)
+		httpError(w, http.StatusNotFound, "", jsonrpc.CodeInvalidRequest, "Not Found: the MCP endpoint is "+h.opts.Path, nil)
+		return
+	}
 	if !h.hostAllowed(r.Host) {
+		h.limits.refused(refForbidden, "host", r.Host, "remote", r.RemoteAddr)
+		closeAfter(w, r, discardAuthBytes)
 		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: host "+r.Host+" is not allowed", nil)
 		return
 	}
 	origin := r.Header.Get("Origin")
 	if origin != "" && !h.originAllowed(origin) {
+		h.limits.refused(refForbidden, "origin", origin, "remote", r.RemoteAddr)
+		closeAfter(w, r, discardAuthBytes)
 		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: origin "+origin+" is not allowed", nil)
 		return
 	}
@@ -238,6 +402,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !h.authorized(r) {
+		h.limits.refused(refUnauthorized, "remote", r.RemoteAddr)
 		challenge := `Bearer realm="mcp"`
 		if r.Header.Get("Authorization") != "" {
 			challenge += `, error="invalid_token"`
@@ -246,6 +411,8 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			challenge += `, resource_metadata="` + h.opts.ResourceMetadata + `"`
 		}
 		w.Header().Set("WWW-Authenticate", challenge)
+		// A client without the token keeps no connection open.
+		closeAfter(w, r, discardAuthBytes)
 		httpError(w, http.StatusUnauthorized, "", jsonrpc.CodeInvalidRequest, "Unauthorized: a valid bearer token is required", nil)
 		return
 	}
@@ -275,29 +442,48 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the server is shutting down", nil)
 		return
 	}
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		h.tooLarge(w, r)
+		return
+	}
+	place, ok := h.limits.enter()
+	if !ok {
+		h.limits.refused(refBusy, "limit", h.opts.MaxInFlight, "remote", r.RemoteAddr)
+		h.unavailable(w, r, "too many requests in flight")
+		return
+	}
+	defer place.leave()
+	var reserved int64
+	defer func() { h.limits.release(reserved) }()
 
 	// The body must arrive within BodyTimeout (a client trickling it in
 	// would hold the request forever); the deadline is lifted afterwards,
 	// as an event stream may last as long as its call. http.Server's
 	// ReadTimeout cannot do this: it would cut long streams too.
-	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(h.opts.BodyTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	var src io.Reader = r.Body
+	if r.ContentLength < 0 {
+		src = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+	}
+	body, err := h.limits.readBody(src, r.ContentLength, h.opts.MaxBodyBytes, &reserved)
 	if err == nil {
 		rc.SetReadDeadline(time.Time{})
-	} else {
+	} else if !errors.Is(err, errOverBudget) {
 		// The connection is not reused; the deadline stays so that
 		// net/http's attempt to drain the rest of the body ends too.
 		w.Header().Set("Connection", "close")
 	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, "", jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("Payload Too Large: the body exceeds %d bytes", h.opts.MaxBodyBytes), nil)
-			return
+		switch {
+		case errors.As(err, &tooBig):
+			h.tooLarge(w, r)
+		case errors.Is(err, errOverBudget):
+			h.limits.refused(refOverBudget, "limit", h.opts.MaxBufferedBytes, "remote", r.RemoteAddr)
+			h.unavailable(w, r, "too many request bytes in flight")
+		default:
+			httpError(w, http.StatusBadRequest, "", jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
 		}
-		httpError(w, http.StatusBadRequest, "", jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
 		return
 	}
 	msg, err := jsonrpc.Decode(body, nil)
@@ -315,41 +501,72 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The exchange's connection is newline-framed; whitespace between
 		// tokens is all that Compact removes.
 		var buf bytes.Buffer
+		buf.Grow(len(body) + 1)
 		if err := json.Compact(&buf, body); err == nil {
 			body = buf.Bytes()
 			msg, _ = jsonrpc.Decode(body, nil)
 		}
 	}
-	h.serveMessage(w, r, &msg, body, accept)
+	h.serveMessage(w, r, &msg, body, accept, place)
 }
 
-func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, body []byte, accept acceptable) {
+// tooLarge answers 413 and closes the connection: the rest of the body is
+// not read.
+func (h *HTTPHandler) tooLarge(w http.ResponseWriter, r *http.Request) {
+	h.limits.refused(refTooLarge, "limit", h.opts.MaxBodyBytes, "remote", r.RemoteAddr)
+	closeAfter(w, r, 0)
+	httpError(w, http.StatusRequestEntityTooLarge, "", jsonrpc.CodeInvalidRequest,
+		fmt.Sprintf("Payload Too Large: the body exceeds %d bytes", h.opts.MaxBodyBytes), nil)
+}
+
+// unavailable answers 503 for a request over a server-wide limit; the
+// client may retry in a second, on a new connection.
+func (h *HTTPHandler) unavailable(w http.ResponseWriter, r *http.Request, why string) {
+	w.Header().Set("Retry-After", "1")
+	closeAfter(w, r, h.opts.MaxBodyBytes)
+	httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: "+why, nil)
+}
+
+// closeAfter makes the connection close after this response without
+// losing it to a reset: closing a socket with unread input sends RST, and
+// the client's TCP stack then drops the answer it has not read yet. So up
+// to limit bytes of what remains of the body are read and dropped first
+// (within discardTimeout); net/http closes a connection with more unread
+// only after a FIN and a pause (its reset avoidance). A client waiting for
+// 100 Continue has sent no body, and none is asked for.
+func closeAfter(w http.ResponseWriter, r *http.Request, limit int64) {
+	if r.ContentLength != 0 && r.Body != nil && !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		if r.ContentLength <= limit {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(discardTimeout))
+			io.Copy(io.Discard, io.LimitReader(r.Body, limit))
+		}
+		r.Body.Close()
+	}
+	w.Header().Set("Connection", "close")
+}
+
+func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, body []byte, accept acceptable, place *slot) {
 	id := jsonrpc.ID(msg.ID)
 	// The members headers mirror are read exactly as the session reads
 	// them (exact keys), and must be unambiguous: a handler decoding into a
 	// Go struct matches keys case-insensitively, a server behind a bridge
 	// exactly, and a header must be checked against the value used.
+	// The members are slices of the body, never copies: the arguments
+	// may be most of a 4 MiB body.
 	var p params
-	var args map[string]json.RawMessage
 	if len(msg.Params) > 0 && msg.Params[0] == '{' {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(msg.Params, &obj) == nil {
-			if k := caseAmbiguous(obj, "name", "uri", "arguments", "_meta"); k != "" {
-				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
+		obj := rawMembers(msg.Params)
+		if k := caseAmbiguous(obj, "name", "uri", "arguments", "_meta"); k != "" {
+			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
+			return
+		}
+		if m := obj["_meta"]; len(m) > 0 && m[0] == '{' {
+			if k := caseAmbiguous(rawMembers(m), MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel, MetaProgressToken); k != "" {
+				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
 				return
-			}
-			var meta map[string]json.RawMessage
-			if json.Unmarshal(obj["_meta"], &meta) == nil {
-				if k := caseAmbiguous(meta, MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel, MetaProgressToken); k != "" {
-					httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-					return
-				}
 			}
 		}
 		parseParams(msg.Params, &p)
-		if len(p.arguments) > 0 && p.arguments[0] == '{' {
-			json.Unmarshal(p.arguments, &args)
-		}
 	}
 	headerVersion, hasHeader := headerValue(r.Header, HeaderProtocolVersion)
 	var bodyVersion string
@@ -401,19 +618,27 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 		return
 	}
 
+	// Headers that mirror the body are checked in both eras: a legacy
+	// client need not send them, but one that does must not say one thing
+	// to an intermediary routing on them and another to the handler.
 	method := msg.MethodName()
-	if modern {
-		if e := h.checkHeaders(r.Header, method, hasHeader, headerVersion, hasBodyVersion, bodyVersion, p.name, p.uri, args); e != nil {
-			httpError(w, http.StatusBadRequest, id, e.Code, e.Message, nil)
-			return
-		}
+	if e := h.checkHeaders(r.Header, modern, method, hasHeader, headerVersion, hasBodyVersion, bodyVersion, p.name, p.uri, p.arguments); e != nil {
+		httpError(w, http.StatusBadRequest, id, e.Code, e.Message, nil)
+		return
 	}
 	if method == methodListen && !accept.sse {
 		httpError(w, http.StatusNotAcceptable, id, jsonrpc.CodeInvalidRequest, "Not Acceptable: subscriptions/listen answers with an event stream (text/event-stream)", nil)
 		return
 	}
+	if method == methodListen && !place.toStream() {
+		h.limits.refused(refStreams, "limit", h.opts.MaxStreams, "remote", r.RemoteAddr)
+		h.unavailable(w, r, "too many listen streams open")
+		return
+	}
 	// The event stream starts with the first notification (or keep-alive),
 	// not before: an error that comes first keeps its status (400, 404).
+	// The body is the exchange's now: nothing here holds on to it.
+	*msg = jsonrpc.Message{}
 	h.exchange(w, r, body, modern, legacyVersion, accept)
 }
 
@@ -430,22 +655,23 @@ func supportedFor(era Era) []string {
 // checkHeaders enforces "Headers mirroring the body": the server "MUST
 // reject" a mismatch, a missing required standard header or invalid
 // characters with 400 and HeaderMismatch (2026-07-28 transports, Server
-// Validation).
-func (h *HTTPHandler) checkHeaders(hdr http.Header, method string, hasHeader bool, headerVersion string, hasBodyVersion bool, bodyVersion string, name, uri json.RawMessage, args map[string]json.RawMessage) *jsonrpc.Error {
+// Validation). A legacy request is not required to carry them, but the
+// ones it carries are checked all the same.
+func (h *HTTPHandler) checkHeaders(hdr http.Header, modern bool, method string, hasHeader bool, headerVersion string, hasBodyVersion bool, bodyVersion string, name, uri, arguments []byte) *jsonrpc.Error {
 	mismatch := func(format string, a ...any) *jsonrpc.Error {
 		return jsonrpc.Errorf(CodeHeaderMismatch, "Header mismatch: "+format, a...)
 	}
-	if !hasHeader {
+	if modern && !hasHeader {
 		return mismatch("the %s header is required", HeaderProtocolVersion)
 	}
-	if hasBodyVersion && headerVersion != bodyVersion {
+	if modern && hasBodyVersion && headerVersion != bodyVersion {
 		return mismatch("%s header value '%s' does not match body value '%s'", HeaderProtocolVersion, headerVersion, bodyVersion)
 	}
 	hm, ok := headerValue(hdr, HeaderMethod)
-	if !ok {
+	if !ok && modern {
 		return mismatch("the %s header is required", HeaderMethod)
 	}
-	if hm != method {
+	if ok && hm != method {
 		return mismatch("%s header value '%s' does not match body value '%s'", HeaderMethod, hm, method)
 	}
 	var bodyName json.RawMessage
@@ -458,19 +684,40 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, method string, hasHeader boo
 	var want string
 	if len(bodyName) > 0 && json.Unmarshal(bodyName, &want) == nil {
 		got, ok := headerValue(hdr, HeaderName)
-		if !ok {
+		if !ok && modern {
 			return mismatch("the %s header is required for %s", HeaderName, method)
 		}
-		got, err := decodeHeaderValue(got)
-		if err != nil {
-			return mismatch("%s header: %v", HeaderName, err)
-		}
-		if got != want {
-			return mismatch("%s header value '%s' does not match body value '%s'", HeaderName, got, want)
+		if ok {
+			got, err := decodeHeaderValue(got)
+			if err != nil {
+				return mismatch("%s header: %v", HeaderName, err)
+			}
+			if got != want {
+				return mismatch("%s header value '%s' does not match body value '%s'", HeaderName, got, want)
+			}
 		}
 	}
 	if method == methodToolsCall && want != "" {
 		params := h.backend.headerParams(want)
+		if !modern {
+			// Only the Mcp-Param- headers sent are checked.
+			sent := false
+			for _, hname := range params {
+				if _, ok := headerValue(hdr, HeaderParamPrefix+hname); ok {
+					sent = true
+				}
+			}
+			if !sent {
+				return nil
+			}
+		}
+		if len(params) == 0 {
+			return nil
+		}
+		var args map[string]json.RawMessage
+		if len(arguments) > 0 && arguments[0] == '{' {
+			args = rawMembers(arguments)
+		}
 		names := make([]string, 0, len(params))
 		for path := range params {
 			names = append(names, strings.Split(path, pathSep)[0])
@@ -483,12 +730,24 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, method string, hasHeader boo
 			if ambiguous != "" {
 				return jsonrpc.Errorf(CodeHeaderMismatch, "Header mismatch: argument %q is ambiguous (differs from another only in case)", ambiguous)
 			}
+			if _, ok := headerValue(hdr, HeaderParamPrefix+hname); !ok && !modern {
+				continue
+			}
 			if e := checkParamHeader(hdr, HeaderParamPrefix+hname, arg); e != nil {
 				return e
 			}
 		}
 	}
 	return nil
+}
+
+// rawMembers maps the members of a JSON object to their raw values, which
+// are slices of raw (the last of repeated keys wins, as in
+// encoding/json).
+func rawMembers(raw []byte) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	members(raw, func(key, value []byte) { m[string(key)] = value })
+	return m
 }
 
 // checkParamHeader compares an Mcp-Param- header with the argument it
@@ -697,6 +956,11 @@ func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, line []by
 
 	o := h.backend.exchangeOptions(h.opts.Conn)
 	o.MaxMessageBytes = int(h.opts.MaxBodyBytes) + 1
+	// The connection hands each message to the exchange in one Write, so
+	// that the exchange passes it on without gathering it in a buffer of
+	// its own; the writes to the client are bounded by WriteTimeout,
+	// piece by piece (see sendLocked).
+	o.WriteChunkBytes = math.MaxInt32
 	if o.Logger == nil {
 		o.Logger = h.log
 	}
@@ -781,6 +1045,8 @@ type exchange struct {
 	canSSE bool
 	json   bool
 	final  chan struct{}
+	// stopped is set by unblock: the deadline it set must not be renewed.
+	stopped atomic.Bool
 
 	mu       sync.Mutex
 	partial  []byte   // a line not yet complete
@@ -788,34 +1054,54 @@ type exchange struct {
 	started  bool     // the event stream's headers are out
 	answered bool     // the response has been written
 	closed   bool     // ServeHTTP has returned, or is about to
+	timedOut bool     // a write failed at WriteTimeout
 }
 
 var errExchangeClosed = errors.New("mcp: the HTTP exchange is over")
 
 // Write receives the connection's output and passes on each whole line.
+// Lines are handled where they lie in p; only the start of a line that p
+// does not finish is kept.
 func (ex *exchange) Write(p []byte) (int, error) {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
 	if ex.closed || ex.answered {
 		return 0, errExchangeClosed
 	}
-	data := p
+	n := len(p)
+	// What the handler answers is held until the client has it: it is
+	// charged to the request budget meanwhile, so that while large
+	// answers drain no more requests are admitted to make more (an
+	// answer may be many times its request: "<" is encoded as \u003c).
+	ex.h.limits.charge(int64(n))
+	defer ex.h.limits.release(int64(n))
 	if len(ex.partial) > 0 {
-		ex.partial = append(ex.partial, p...)
-		data = ex.partial
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			ex.partial = append(ex.partial, p...)
+			return n, nil
+		}
+		line := append(ex.partial, p[:i]...)
+		ex.partial = nil
+		if err := ex.lineLocked(line); err != nil {
+			return 0, err
+		}
+		p = p[i+1:]
 	}
 	for {
-		i := bytes.IndexByte(data, '\n')
+		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			break
 		}
-		if err := ex.lineLocked(data[:i]); err != nil {
+		if err := ex.lineLocked(p[:i]); err != nil {
 			return 0, err
 		}
-		data = data[i+1:]
+		p = p[i+1:]
 	}
-	ex.partial = append(ex.partial[:0], data...)
-	return len(p), nil
+	if len(p) > 0 {
+		ex.partial = append(ex.partial, p...)
+	}
+	return n, nil
 }
 
 func (ex *exchange) lineLocked(line []byte) error {
@@ -839,9 +1125,9 @@ func (ex *exchange) lineLocked(line []byte) error {
 			}
 		}
 		ex.w.Header().Set("Content-Type", "application/json")
+		ex.w.Header().Set("Content-Length", strconv.Itoa(len(line)+1))
 		ex.w.WriteHeader(status)
-		_, err := ex.w.Write(append(line, '\n'))
-		return err
+		return ex.sendLocked(line, newline)
 	}
 	if msg.Kind == jsonrpc.KindRequest {
 		return ex.serverRequestLocked(&msg)
@@ -940,18 +1226,68 @@ func (ex *exchange) startStreamLocked() {
 	// events on as they come.
 	h.Set("X-Accel-Buffering", "no")
 	ex.w.WriteHeader(http.StatusOK)
-	ex.rc.Flush()
+	ex.sendLocked()
 }
 
+var (
+	newline      = []byte("\n")
+	eventPrefix  = []byte("event: message\ndata: ")
+	eventSuffix  = []byte("\n\n")
+	keepAliveSSE = []byte(":\n\n")
+)
+
 func (ex *exchange) eventLocked(line []byte) error {
-	buf := make([]byte, 0, len(line)+24)
-	buf = append(buf, "event: message\ndata: "...)
-	buf = append(buf, line...)
-	buf = append(buf, "\n\n"...)
-	if _, err := ex.w.Write(buf); err != nil {
-		return err
+	return ex.sendLocked(eventPrefix, line, eventSuffix)
+}
+
+// sendLocked writes parts to the client and flushes them, in writes of at
+// most writePiece bytes, each under a renewed WriteTimeout: a client that
+// reads slowly is served, one that has stopped reading fails the write
+// (and with it the request) once WriteTimeout passes without progress.
+func (ex *exchange) sendLocked(parts ...[]byte) error {
+	for _, b := range parts {
+		for len(b) > 0 {
+			n := min(len(b), writePiece)
+			start := ex.renewDeadline()
+			if _, err := ex.w.Write(b[:n]); err != nil {
+				return ex.writeFailed(err, start)
+			}
+			b = b[n:]
+		}
 	}
-	return ex.rc.Flush()
+	start := ex.renewDeadline()
+	if err := ex.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return ex.writeFailed(err, start)
+	}
+	return nil
+}
+
+// renewDeadline gives the next write WriteTimeout to make progress,
+// unless unblock has ended the exchange's writing (its deadline in the
+// past must stand). It returns when the deadline was set.
+func (ex *exchange) renewDeadline() time.Time {
+	now := time.Now()
+	d := ex.h.opts.WriteTimeout
+	if d <= 0 || ex.stopped.Load() {
+		return now
+	}
+	ex.rc.SetWriteDeadline(now.Add(d))
+	if ex.stopped.Load() { // unblock ran meanwhile: its deadline again
+		ex.rc.SetWriteDeadline(time.Now())
+	}
+	return now
+}
+
+// writeFailed counts a write cut off by WriteTimeout, once per exchange:
+// one that failed at its deadline, WriteTimeout after it was set (unblock's
+// deadline, which ends a write early, does not count).
+func (ex *exchange) writeFailed(err error, start time.Time) error {
+	d := ex.h.opts.WriteTimeout
+	if !ex.timedOut && d > 0 && errors.Is(err, os.ErrDeadlineExceeded) && time.Since(start) >= d {
+		ex.timedOut = true
+		ex.h.limits.refused(refWriteTimeout, "timeout", d)
+	}
+	return err
 }
 
 // keepAlive sends an SSE comment, turning a slow JSON answer into an event
@@ -968,9 +1304,7 @@ func (ex *exchange) keepAlive() {
 		return
 	}
 	ex.startStreamLocked()
-	if _, err := io.WriteString(ex.w, ":\n\n"); err == nil {
-		ex.rc.Flush()
-	}
+	ex.sendLocked(keepAliveSSE)
 }
 
 // abort cancels the request's handler and fails a write stalled on a
@@ -984,7 +1318,10 @@ func (ex *exchange) abort() {
 
 // unblock makes a pending or future write to the client fail at once.
 // It does not take ex.mu, which a stalled write holds.
-func (ex *exchange) unblock() { ex.rc.SetWriteDeadline(time.Now()) }
+func (ex *exchange) unblock() {
+	ex.stopped.Store(true)
+	ex.rc.SetWriteDeadline(time.Now())
+}
 
 // postInput is an exchange's input: the request line, then nothing until
 // the exchange ends it (EOF: the request is over, or the server is shutting
@@ -998,11 +1335,10 @@ type postInput struct {
 	more  chan struct{} // signalled when the queue grows
 }
 
+// newPostInput takes line over: the newline is appended in place when
+// there is room (the body was read with room for it), not in a copy.
 func newPostInput(line []byte) *postInput {
-	l := make([]byte, len(line)+1)
-	copy(l, line)
-	l[len(line)] = '\n'
-	return &postInput{line: l, done: make(chan struct{}), more: make(chan struct{}, 1)}
+	return &postInput{line: append(line, '\n'), done: make(chan struct{}), more: make(chan struct{}, 1)}
 }
 
 func (p *postInput) Read(b []byte) (int, error) {
@@ -1022,6 +1358,9 @@ func (p *postInput) Read(b []byte) (int, error) {
 	}
 	n := copy(b, p.line)
 	p.line = p.line[n:]
+	if len(p.line) == 0 {
+		p.line = nil // a spent line is not kept alive by its end
+	}
 	return n, nil
 }
 

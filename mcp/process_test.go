@@ -165,7 +165,7 @@ func TestRegressionBridgeLeaksServerStderrToClients(t *testing.T) {
 		srv.Close()
 	}()
 	for _, mode := range []mcp.Mode{mcp.Modern, mcp.Legacy} {
-		c, err := mcp.ConnectHTTP(t.Context(), srv.URL, &mcp.ClientOptions{Mode: mode}, nil)
+		c, err := mcp.ConnectHTTP(t.Context(), srv.URL+"/mcp", &mcp.ClientOptions{Mode: mode}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 )
@@ -178,6 +179,18 @@ type ToolResult struct {
 // suffix, when not empty, is spliced in as the last members (a modern
 // result's resultType and _meta).
 func (r *ToolResult) appendJSON(dst []byte, suffix []byte) json.RawMessage {
+	// A large text is encoded into room made for it at once: appending
+	// it escape by escape would reallocate the buffer over and over (a
+	// 4 MiB text of "<", 24 MiB encoded, cost 120 MiB of allocations).
+	need := 0
+	for _, c := range r.Content {
+		if c.Type == "text" && len(c.Text) > 4<<10 {
+			need += encodedStringLen(c.Text)
+		}
+	}
+	if need > 0 {
+		dst = slices.Grow(dst, need+len(suffix)+256)
+	}
 	dst = append(dst, `{"content":[`...)
 	for i, c := range r.Content {
 		if i > 0 {
@@ -211,6 +224,36 @@ func (r *ToolResult) appendJSON(dst []byte, suffix []byte) json.RawMessage {
 		dst = append(dst, suffix...)
 	}
 	return append(dst, '}')
+}
+
+// encodedStringLen is the length of s as jsonrpc.AppendString encodes it
+// (quotes included), or a little more.
+func encodedStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
 }
 
 // TextResult is a one-block text result.

@@ -92,7 +92,7 @@ func TestRegressionSurfaceSrvIDAnsweredByAnotherClient(t *testing.T) {
 	defer func() { h.Shutdown(context.Background()); srv.Close() }()
 
 	post := func(body string) *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set(HeaderProtocolVersion, "2025-11-25")

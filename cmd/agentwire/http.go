@@ -27,18 +27,92 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+// TokenEnv is the environment variable a serving command takes its bearer
+// token from when neither --token nor --token-file is given.
+const TokenEnv = "AGENTWIRE_TOKEN"
+
 // httpFlags are the flags of every command that serves Streamable HTTP.
 type httpFlags struct {
-	token   *string
-	origins listFlag
-	hosts   listFlag
+	fs          *flag.FlagSet
+	token       *string
+	tokenFile   *string
+	origins     listFlag
+	hosts       listFlag
+	maxConns    *int
+	maxInFlight *int
+	maxBuffered *int64
+	idle        *time.Duration
+	write       *time.Duration
 }
 
 func addHTTPFlags(fs *flag.FlagSet) *httpFlags {
-	f := &httpFlags{token: fs.String("token", "", "require this bearer token on every request (401 otherwise)")}
+	f := &httpFlags{fs: fs,
+		token:       fs.String("token", "", "require this bearer token on every request (401 otherwise); visible to other local users in ps, prefer --token-file or $"+TokenEnv),
+		tokenFile:   fs.String("token-file", "", "require the bearer token read from this file (one trailing newline is ignored)"),
+		maxConns:    fs.Int("max-conns", 0, "connections open at once (default 1024, at most half the open-file limit); beyond, the one waiting longest without a request is closed, or 503"),
+		maxInFlight: fs.Int("max-in-flight", 0, "requests served at once across all clients (default 256, or --max-concurrent); 503 beyond"),
+		maxBuffered: fs.Int64("max-buffered-bytes", 0, "request bytes held by the requests in flight (default 16777216); 503 beyond"),
+		idle:        fs.Duration("idle-timeout", 0, "close a connection that sends no request for this long (default 30s; a new connection gets at most 10s for its headers)"),
+		write:       fs.Duration("write-timeout", 0, "cut off a client that reads nothing of its response for this long (default 30s)"),
+	}
 	fs.Var(&f.origins, "allow-origin", "an Origin browsers may call from, besides loopback ones (repeatable; * for any)")
 	fs.Var(&f.hosts, "allow-host", "a Host name the server answers to (repeatable; default on loopback: localhost, 127.0.0.1, ::1)")
 	return f
+}
+
+// given lists the HTTP flags on the command line.
+func (f *httpFlags) given() []string {
+	var names []string
+	f.fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "token", "token-file", "allow-origin", "allow-host", "max-conns", "max-in-flight",
+			"max-buffered-bytes", "idle-timeout", "write-timeout":
+			names = append(names, "--"+fl.Name)
+		}
+	})
+	return names
+}
+
+// resolveToken returns the bearer token to require: --token or
+// --token-file (not both), else $AGENTWIRE_TOKEN, else none. A source that
+// is given but empty is an error, never a server without authentication:
+// `--token "$TOKEN"` with TOKEN unset must not open the server to anyone.
+// The variable is removed from the environment once read, so that the
+// servers a bridge starts do not inherit it.
+func (f *httpFlags) resolveToken() (string, error) {
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var token, from string
+	switch {
+	case set["token"] && set["token-file"]:
+		return "", errors.New("--token and --token-file are exclusive")
+	case set["token"]:
+		token, from = *f.token, "--token"
+	case set["token-file"]:
+		b, err := os.ReadFile(*f.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %v", err)
+		}
+		token, from = string(b), "--token-file "+*f.tokenFile
+		token = strings.TrimSuffix(token, "\n")
+		token = strings.TrimSuffix(token, "\r")
+	default:
+		v, ok := os.LookupEnv(TokenEnv)
+		if !ok {
+			return "", nil
+		}
+		os.Unsetenv(TokenEnv)
+		token, from = v, "$"+TokenEnv
+	}
+	if token == "" {
+		return "", fmt.Errorf("%s is empty: refusing to serve without authentication (omit it to serve without a token)", from)
+	}
+	for i := 0; i < len(token); i++ {
+		if token[i] <= ' ' || token[i] > '~' {
+			return "", fmt.Errorf("%s: the token must be visible ASCII without spaces", from)
+		}
+	}
+	return token, nil
 }
 
 // httpAddress turns ADDR, :PORT or PORT into host:port, binding 127.0.0.1
@@ -60,18 +134,30 @@ func httpAddress(addr string) (string, error) {
 
 // httpOptions builds the endpoint's options: on a loopback address only
 // loopback Host names are answered (DNS rebinding), unless --allow-host
-// says otherwise.
-func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) *mcp.HTTPOptions {
-	o := &mcp.HTTPOptions{Token: *f.token, AllowedOrigins: f.origins, AllowedHosts: f.hosts, Logger: logger}
+// says otherwise. It fails when the token or a limit is bad.
+func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*mcp.HTTPOptions, error) {
+	token, err := f.resolveToken()
+	if err != nil {
+		return nil, err
+	}
+	if *f.maxConns < 0 || *f.maxInFlight < 0 || *f.maxBuffered < 0 || *f.idle < 0 || *f.write < 0 {
+		return nil, errors.New("--max-conns, --max-in-flight, --max-buffered-bytes, --idle-timeout and --write-timeout must not be negative")
+	}
+	o := &mcp.HTTPOptions{Token: token, AllowedOrigins: f.origins, AllowedHosts: f.hosts, Logger: logger,
+		MaxConns: *f.maxConns, MaxInFlight: *f.maxInFlight, MaxBufferedBytes: *f.maxBuffered,
+		IdleTimeout: *f.idle, WriteTimeout: *f.write}
 	host, _, _ := net.SplitHostPort(addr)
 	if len(o.AllowedHosts) == 0 && mcp.IsLoopbackHost(host) {
 		o.AllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
 	}
-	return o
+	return o, nil
 }
 
 // serveHTTP serves h on addr until SIGINT or SIGTERM, then ends event
-// streams and waits (bounded) for requests in flight.
+// streams and waits (bounded) for requests in flight. h.Serve applies the
+// connection limits (cap, header and idle timeouts, header size); the
+// descriptors they are sized by are the hard limit, to which Go raises the
+// soft RLIMIT_NOFILE at start.
 func serveHTTP(what, addr string, h *mcp.HTTPHandler, stderr io.Writer, logger *slog.Logger) int {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -80,12 +166,11 @@ func serveHTTP(what, addr string, h *mcp.HTTPHandler, stderr io.Writer, logger *
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	// The endpoint's URL goes to stderr, so that a caller that asked for
 	// port 0 learns the port.
-	fmt.Fprintf(stderr, "agentwire %s: serving MCP over Streamable HTTP at http://%s/mcp\n", what, ln.Addr())
+	fmt.Fprintf(stderr, "agentwire %s: serving MCP over Streamable HTTP at http://%s%s\n", what, ln.Addr(), mcp.DefaultPath)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- h.Serve(ln) }()
 	select {
 	case err := <-served:
 		fmt.Fprintf(stderr, "agentwire %s: %v\n", what, err)
@@ -94,11 +179,11 @@ func serveHTTP(what, addr string, h *mcp.HTTPHandler, stderr io.Writer, logger *
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	down := make(chan error, 1)
-	go func() { down <- srv.Shutdown(sctx) }() // stops listening at once
-	herr := h.Shutdown(sctx)
-	if err := <-down; err != nil || herr != nil {
-		logger.Warn("shutdown cut short", "error", errors.Join(err, herr))
+	if err := h.Shutdown(sctx); err != nil {
+		logger.Warn("shutdown cut short", "error", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("serving ended", "error", err)
 	}
 	return 0
 }
@@ -118,7 +203,7 @@ func runBridge(args []string, stderr io.Writer) int {
 	}
 	argv := fs.Args()
 	if *addr == "" || len(argv) == 0 {
-		fmt.Fprintln(stderr, "agentwire bridge: usage: agentwire bridge --http [HOST:]PORT [--token T] [--allow-origin O] -- CMD [ARGS...]")
+		fmt.Fprintln(stderr, "agentwire bridge: usage: agentwire bridge --http [HOST:]PORT [--token-file F] [--allow-origin O] -- CMD [ARGS...]")
 		return 2
 	}
 	logger, ok := newLogger(*logLevel, stderr)
@@ -127,6 +212,11 @@ func runBridge(args []string, stderr io.Writer) int {
 		return 2
 	}
 	listenAddr, err := httpAddress(*addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "agentwire bridge:", err)
+		return 2
+	}
+	opts, err := hf.httpOptions(listenAddr, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "agentwire bridge:", err)
 		return 2
@@ -146,6 +236,6 @@ func runBridge(args []string, stderr io.Writer) int {
 	}
 	defer sess.Close()
 	logger.Info("bridging", "server", argv[0], "era", sess.Era(), "version", sess.ProtocolVersion())
-	h := mcp.NewBridge(sess).HTTPHandler(hf.httpOptions(listenAddr, logger))
+	h := mcp.NewBridge(sess).HTTPHandler(opts)
 	return serveHTTP("bridge", listenAddr, h, stderr, logger)
 }

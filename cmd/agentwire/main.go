@@ -35,7 +35,8 @@ Usage:
                                   stdin/stdout: tools echo, search, slow_report, chatty, crash,
                                   and the conformance diagnostics test_missing_capability,
                                   test_streaming_elicitation, test_logging_tool,
-                                  test_trigger_tool_change
+                                  test_trigger_tool_change (over --http without crash,
+                                  unless --demo-tools)
   agentwire serve acp [flags]     serve the example ACP agent on stdin/stdout: prompts
                                   "slow N", "permission", anything else is echoed
   agentwire call [flags] -- CMD [ARGS...]   (or: --connect ADDR, or --url URL)
@@ -50,11 +51,11 @@ Usage:
                                   a transparent stdio proxy in front of a server: bytes
                                   pass through unchanged, every line is logged as JSON Lines
                                   (time, direction, size, JSON-RPC kind/method/id, validity)
-  agentwire bridge --http [HOST:]PORT [--token T] [--allow-origin O] [--allow-host H]
-                  -- CMD [ARGS...]
+  agentwire bridge --http [HOST:]PORT [HTTP flags] -- CMD [ARGS...]
                                   serve a stdio MCP server over Streamable HTTP to clients
                                   of both eras: one server process shared by all, restarted
-                                  if it crashes (HOST defaults to 127.0.0.1)
+                                  if it crashes (HOST defaults to 127.0.0.1); the HTTP
+                                  flags are those of serve mcp --http below
   agentwire help                  show this text
 
 Flags of serve echo, serve mcp and serve acp:
@@ -80,10 +81,34 @@ Only serve mcp:
                            statelessly) at http://HOST:PORT/mcp instead of stdio;
                            HOST defaults to 127.0.0.1, and on loopback only loopback
                            Host names are answered (DNS rebinding)
-  --token T                with --http: require "Authorization: Bearer T" (401 otherwise)
-  --allow-origin O         with --http: an Origin browsers may call from (repeatable;
-                           loopback origins are always allowed; others get 403)
-  --allow-host H           with --http: a Host name to answer to (repeatable)
+  --demo-tools             with --http: offer crash too (it ends the server, so it is
+                           left out over HTTP unless asked for)
+HTTP flags (serve mcp --http, bridge):
+  --token-file F           require "Authorization: Bearer T", T read from file F (one
+                           trailing newline ignored; an empty file is an error); 401
+                           otherwise, and the connection is closed
+  --token T                the same with T on the command line, where every local user
+                           can read it (ps, /proc): prefer --token-file or $AGENTWIRE_TOKEN.
+                           --token and --token-file exclude each other; either wins over
+                           $AGENTWIRE_TOKEN, which is used when neither is given (and is
+                           removed from the environment of the processes started). An
+                           empty token from any source is an error, never "no token"
+  --allow-origin O         an Origin browsers may call from (repeatable; loopback
+                           origins are always allowed; others get 403)
+  --allow-host H           a Host name to answer to (repeatable)
+  --max-conns N            connections open at once (default 1024, at most half the
+                           open-file limit); beyond, the connection waiting longest
+                           without a request is closed, or the new one gets 503
+  --idle-timeout D         close a connection that sends no request for D (default 30s;
+                           a new connection gets min(10s, D) for its first headers)
+  --write-timeout D        cut off a client that reads nothing of its response for D
+                           (a no-progress deadline per write, not a bound on a stream;
+                           default 30s)
+  --max-in-flight N        requests served at once across all clients (default 256, or
+                           --max-concurrent); beyond, 503 with Retry-After
+  --max-buffered-bytes N   request body bytes held by the requests in flight (default
+                           16777216); beyond, 503 with Retry-After
+  Only /mcp is served (404 elsewhere); bodies over 4 MiB get 413.
 
 Flags of call:
   --era E                  auto (probe server/discover, fall back to initialize),

@@ -42,7 +42,7 @@ func runServe(args []string, stderr io.Writer) int {
 	}
 	var era, httpAddr, fixtureSet *string
 	var hf *httpFlags
-	var legacySilent, ignoreEOF, ignoreTerm, noGuard *bool
+	var legacySilent, ignoreEOF, ignoreTerm, noGuard, demoTools *bool
 	if name == "mcp" {
 		httpAddr = fs.String("http", "", "serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1) instead of stdio")
 		fixtureSet = fs.String("fixtures", "", "add a fixture set: conformance (the MCP conformance suite's tools, resources and prompts)")
@@ -52,6 +52,7 @@ func runServe(args []string, stderr io.Writer) int {
 		ignoreEOF = fs.Bool("ignore-eof", false, "keep running after stdin EOF")
 		ignoreTerm = fs.Bool("ignore-sigterm", false, "ignore SIGTERM")
 		noGuard = fs.Bool("no-stdout-guard", false, "let tools write to stdout (chatty pollutes the stream)")
+		demoTools = fs.Bool("demo-tools", false, "with --http: offer crash too, which ends the server (left out over HTTP otherwise)")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -100,15 +101,25 @@ func runServe(args []string, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "agentwire serve mcp:", err)
 			return 2
 		}
-		so := mcp.ServerOptions{Logger: logger, Era: eraOf(*era)}
-		o := hf.httpOptions(addr, logger)
+		o, err := hf.httpOptions(addr, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "agentwire serve mcp:", err)
+			return 2
+		}
 		o.Conn = base
-		h := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet}).HTTPHandler(o)
+		// Over a network, no client may end the server: crash only when
+		// asked for.
+		so := mcp.ServerOptions{Logger: logger, Era: eraOf(*era)}
+		h := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools}).HTTPHandler(o)
 		return serveHTTP("serve mcp", addr, h, stderr, logger)
 	}
-	if httpAddr == nil || *httpAddr == "" {
-		if hf != nil && (*hf.token != "" || len(hf.origins) > 0 || len(hf.hosts) > 0) {
-			fmt.Fprintln(stderr, "agentwire serve mcp: --token, --allow-origin and --allow-host go with --http")
+	if hf != nil {
+		given := hf.given()
+		if *demoTools {
+			given = append(given, "--demo-tools")
+		}
+		if len(given) > 0 {
+			fmt.Fprintf(stderr, "agentwire serve mcp: %s: only with --http\n", strings.Join(given, ", "))
 			return 2
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -87,18 +88,25 @@ func main() {
 		*addr = "127.0.0.1:" + *addr // local servers bind loopback
 	}
 	h := s.HTTPHandler(&mcp.HTTPOptions{AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}})
-	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	down := make(chan struct{})
 	go func() {
+		defer close(down)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		go srv.Shutdown(sctx)
-		h.Shutdown(sctx) // ends listen streams, waits for requests in flight
+		h.Shutdown(sctx) // stops Serve, ends listen streams, waits for requests in flight
 	}()
-	fmt.Fprintf(os.Stderr, "serving MCP at http://%s/mcp\n", *addr)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	fmt.Fprintf(os.Stderr, "serving MCP at http://%s/mcp\n", ln.Addr())
+	// Serve applies the connection limits of HTTPOptions (a cap,
+	// header and idle timeouts); the handler applies the request limits.
+	if err := h.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
+	<-down
 }

@@ -29,6 +29,10 @@ type Options struct {
 	// Fixtures names extra fixtures to add: "conformance" (the tools,
 	// resources and prompts of the MCP conformance suite) or "".
 	Fixtures string
+	// OmitCrash leaves out crash, the tool that ends the process: a
+	// server on a network must not let any client stop it. (chatty's
+	// print to stdout harms only a stdio stream, so it stays.)
+	OmitCrash bool
 }
 
 type echoArgs struct {
@@ -114,12 +118,14 @@ func New(opts Options) *mcp.Server {
 			return mcp.TextResult("looked it up"), nil
 		})
 
-	s.AddTool(mcp.Tool{Name: "crash", Description: "Exits the server with status 3 in the middle of the call."},
-		func(context.Context, *mcp.ToolRequest) (*mcp.ToolResult, error) {
-			fmt.Fprintln(stderr, "crash: exiting with status 3 in the middle of a call")
-			exit(3)
-			return nil, nil
-		})
+	if !opts.OmitCrash {
+		s.AddTool(mcp.Tool{Name: "crash", Description: "Exits the server with status 3 in the middle of the call."},
+			func(context.Context, *mcp.ToolRequest) (*mcp.ToolResult, error) {
+				fmt.Fprintln(stderr, "crash: exiting with status 3 in the middle of a call")
+				exit(3)
+				return nil, nil
+			})
+	}
 	addDiagnostics(s)
 	if opts.Fixtures == "conformance" {
 		fixtures.Conformance(s)
