@@ -2,12 +2,17 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -152,4 +157,107 @@ func TestHostileListenExhaustionSocket(t *testing.T) {
 	c := &lineConn{t: t, w: other, rd: bufio.NewReader(other)}
 	c.send(`{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{` + hostileMeta + `,"name":"echo","arguments":{"text":"second client"}}}`)
 	c.readUntil(`"id":"second"`, time.Second)
+}
+
+// Through the bridge: one client opens 300 listen streams over HTTP, then
+// hangs up on all of them; a second client is answered at once, and the
+// shared stdio server behind the bridge is still fine.
+func TestHostileListenExhaustionBridge(t *testing.T) {
+	cmd := exec.Command(binary, "bridge", "--http", "0", "--", binary, "serve", "mcp")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	br := bufio.NewReader(stderr)
+	var url string
+	for url == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no endpoint line: %v", err)
+		}
+		if m := endpoint.FindStringSubmatch(line); m != nil {
+			url = m[1]
+		}
+	}
+	go io.Copy(io.Discard, br)
+
+	post := func(ctx context.Context, id, method, params string) (*http.Response, error) {
+		body := `{"jsonrpc":"2.0","id":"` + id + `","method":"` + method + `","params":{` + hostileMeta + params + `}}`
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", method)
+		if method == "tools/call" {
+			req.Header.Set("Mcp-Name", "echo")
+		}
+		return http.DefaultClient.Do(req)
+	}
+	call := func(who string) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := post(cctx, who, "tools/call", `,"name":"echo","arguments":{"text":"`+who+`"}`)
+		if err != nil {
+			t.Fatalf("%s was not answered within a second: %v", who, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"text":"`+who+`"`) {
+			t.Fatalf("%s got %d %s", who, resp.StatusCode, b)
+		}
+	}
+	const n = 300
+	ctx, hangUp := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer hangUp()
+	var acked, refused atomic.Int64
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := post(ctx, fmt.Sprintf("L%d", i), "subscriptions/listen", `,"notifications":{"toolsListChanged":true}`)
+			if err != nil {
+				refused.Add(1) // refused at the connection
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				refused.Add(1)
+				return
+			}
+			rd := bufio.NewReader(resp.Body)
+			var line string
+			for !strings.Contains(line, "acknowledged") && !strings.Contains(line, `"error"`) {
+				var err error
+				if line, err = rd.ReadString('\n'); err != nil {
+					refused.Add(1)
+					return
+				}
+			}
+			if strings.Contains(line, "acknowledged") {
+				acked.Add(1)
+				<-ctx.Done() // hold the stream open until we hang up
+			} else {
+				refused.Add(1)
+			}
+		}()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for acked.Load()+refused.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if acked.Load() == 0 {
+		t.Fatalf("no listen stream was acknowledged (%d refused)", refused.Load())
+	}
+	t.Logf("%d streams acknowledged, %d refused", acked.Load(), refused.Load())
+	call("a second client while the streams are open")
+	hangUp()
+	wg.Wait()
+	call("a second client after the hang-up")
 }

@@ -49,6 +49,13 @@ var endpoint = regexp.MustCompile(`at (http://\S+)`)
 // and a function that sends SIGTERM and returns the exit code.
 func startServeHTTP(t *testing.T, args ...string) (string, func() int) {
 	t.Helper()
+	url, _, stop := startServeHTTPCmd(t, args...)
+	return url, stop
+}
+
+// startServeHTTPCmd is startServeHTTP that also returns the process.
+func startServeHTTPCmd(t *testing.T, args ...string) (string, *exec.Cmd, func() int) {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "mcp", "--http"}, args...)...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -74,7 +81,7 @@ func startServeHTTP(t *testing.T, args ...string) (string, func() int) {
 		return cmd.ProcessState.ExitCode()
 	}
 	t.Cleanup(func() { stop() })
-	return m[1], stop
+	return m[1], cmd, stop
 }
 
 // `serve mcp --http 0` binds 127.0.0.1, answers agentwire call --url in
