@@ -248,10 +248,7 @@ func (c *Conn) wait(req *Request) {
 		c.mu.Unlock()
 		c.drop(req)
 		return
-	case c.running < c.opts.MaxConcurrentRequests:
-		c.unreserveLocked(req)
-		c.running++
-		req.lane = laneSlot
+	case c.slotForQueuedLocked(req):
 		c.mu.Unlock()
 		c.goRun(req)
 		return
@@ -259,6 +256,18 @@ func (c *Conn) wait(req *Request) {
 	c.waiting = append(c.waiting, req)
 	c.stats.queued.Add(1)
 	c.mu.Unlock()
+}
+
+// slotForQueuedLocked moves a request from its place in the queue to a free
+// slot, if there is one.
+func (c *Conn) slotForQueuedLocked(req *Request) bool {
+	if c.running >= c.opts.MaxConcurrentRequests {
+		return false
+	}
+	c.unreserveLocked(req)
+	c.running++
+	req.lane = laneSlot
+	return true
 }
 
 // drop ends a registered request that will never run.
@@ -439,10 +448,7 @@ func (c *Conn) barrierDone() {
 			req.lane = laneBarrier
 			c.mu.Unlock()
 			c.run(req, false)
-		case c.running < c.opts.MaxConcurrentRequests:
-			c.unreserveLocked(req)
-			c.running++
-			req.lane = laneSlot
+		case c.slotForQueuedLocked(req):
 			c.mu.Unlock()
 			c.goRun(req)
 		default:

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -151,31 +150,7 @@ func TestHostileBridgeKeepsServerStderr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "bridge", "--http", "0", "--", self)
-	cmd.Env = testserver.Command("mcp-secret")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	br := bufio.NewReader(stderr)
-	var url string
-	var log strings.Builder
-	for url == "" {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("no endpoint line: %v\n%s", err, log.String())
-		}
-		log.WriteString(line)
-		if m := endpoint.FindStringSubmatch(line); m != nil {
-			url = m[1]
-		}
-	}
-	rest := make(chan string, 1)
-	go func() { b, _ := io.ReadAll(br); rest <- string(b) }()
+	url, stop := startBridgeHTTP(t, testserver.Command("mcp-secret"), self)
 	for _, hdr := range []map[string]string{
 		{"Mcp-Method": "tools/call", "Mcp-Name": "crash"},
 	} {
@@ -198,8 +173,7 @@ func TestHostileBridgeKeepsServerStderr(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	if s := <-rest; !strings.Contains(log.String()+s, testserver.SecretInStderr) {
-		t.Errorf("the bridge's own log lacks the server's stderr:\n%s%s", log.String(), s)
+	if log := stop(); !strings.Contains(log, testserver.SecretInStderr) {
+		t.Errorf("the bridge's own log lacks the server's stderr:\n%s", log)
 	}
 }

@@ -163,27 +163,7 @@ func TestHostileListenExhaustionSocket(t *testing.T) {
 // hangs up on all of them; a second client is answered at once, and the
 // shared stdio server behind the bridge is still fine.
 func TestHostileListenExhaustionBridge(t *testing.T) {
-	cmd := exec.Command(binary, "bridge", "--http", "0", "--", binary, "serve", "mcp")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	br := bufio.NewReader(stderr)
-	var url string
-	for url == "" {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("no endpoint line: %v", err)
-		}
-		if m := endpoint.FindStringSubmatch(line); m != nil {
-			url = m[1]
-		}
-	}
-	go io.Copy(io.Discard, br)
+	url, _ := startBridgeHTTP(t, nil, binary, "serve", "mcp")
 
 	post := func(ctx context.Context, id, method, params string) (*http.Response, error) {
 		body := `{"jsonrpc":"2.0","id":"` + id + `","method":"` + method + `","params":{` + hostileMeta + params + `}}`
@@ -260,4 +240,46 @@ func TestHostileListenExhaustionBridge(t *testing.T) {
 	hangUp()
 	wg.Wait()
 	call("a second client after the hang-up")
+}
+
+// startBridgeHTTP runs `agentwire bridge --http 0 -- argv...` (with env, if
+// not nil) and returns its URL and a function that stops it and returns
+// everything it wrote to stderr.
+func startBridgeHTTP(t *testing.T, env []string, argv ...string) (string, func() string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"bridge", "--http", "0", "--"}, argv...)...)
+	cmd.Env = env
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(stderr)
+	var url string
+	var log strings.Builder
+	for url == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no endpoint line: %v\n%s", err, log.String())
+		}
+		log.WriteString(line)
+		if m := endpoint.FindStringSubmatch(line); m != nil {
+			url = m[1]
+		}
+	}
+	rest := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(br); rest <- string(b) }()
+	var once sync.Once
+	var all string
+	stop := func() string {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			all = log.String() + <-rest
+			cmd.Wait()
+		})
+		return all
+	}
+	t.Cleanup(func() { stop() })
+	return url, stop
 }
