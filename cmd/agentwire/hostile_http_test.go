@@ -212,7 +212,10 @@ func TestHostileIdleConnectionsAreClosed(t *testing.T) {
 	var firstErr atomic.Value
 	var legit sync.WaitGroup
 	legit.Go(func() {
-		client := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+		// A well-behaved client keeps its connections idle for less than
+		// the server does, so it never reuses one the server is closing
+		// at that moment (a POST on such a connection is not retried).
+		client := &http.Client{Transport: &http.Transport{IdleConnTimeout: idle / 2}, Timeout: 5 * time.Second}
 		defer client.CloseIdleConnections()
 		last := time.Now()
 		for {
