@@ -361,7 +361,7 @@ func TestRegressionSurfaceResourceUpdatedStalledBySlowSubscriber(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(3 * time.Second):
+	case <-time.After(30 * time.Second): // blocked means forever; the bound only keeps a failure short
 		t.Errorf("ResourceUpdated is blocked by a subscriber that does not read")
 	}
 	conn.Close()
