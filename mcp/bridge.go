@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/internal/refusal"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -42,15 +43,50 @@ type Bridge struct {
 	mu          sync.Mutex
 	toolHeaders map[string]map[string]string // nil until the server's tools are listed
 	hubs        map[string]*listenHub        // open upstream listen streams by filter; see bridgelisten.go
+
+	slowClients, serverLost atomic.Int64
+	slowLog, lostLog        refusal.Log
+}
+
+// BridgeStats counts what a bridge gave up on.
+type BridgeStats struct {
+	// SlowClients counts requests cancelled because their client fell
+	// 256 notifications behind on its event stream.
+	SlowClients int64
+	// ServerLost counts requests that failed because the server behind
+	// the bridge was lost under them.
+	ServerLost int64
+	// SharedStreams is the number of listen streams open on the server,
+	// each shared by every client with the same filter.
+	SharedStreams int
+}
+
+// Stats returns the bridge's counters.
+func (b *Bridge) Stats() BridgeStats {
+	b.mu.Lock()
+	n := len(b.hubs)
+	b.mu.Unlock()
+	return BridgeStats{SlowClients: b.slowClients.Load(), ServerLost: b.serverLost.Load(), SharedStreams: n}
+}
+
+// slowClient is the overflow of a client's relay: its request is cancelled.
+func (b *Bridge) slowClient(cancel context.CancelCauseFunc) func() {
+	return func() {
+		b.slowClients.Add(1)
+		b.slowLog.Refused("bridge: a client fell behind on its event stream; its request is cancelled", "limit", relayQueue)
+		cancel(errSlowClient)
+	}
 }
 
 // NewBridge returns a bridge to the server behind sess.
 func NewBridge(sess *Session) *Bridge { return &Bridge{sess: sess} }
 
-// HTTPHandler returns the bridge's Streamable HTTP endpoint.
+// HTTPHandler returns the bridge's Streamable HTTP endpoint. Its logger
+// becomes the bridge's: call it before the bridge serves any traffic.
 func (b *Bridge) HTTPHandler(opts *HTTPOptions) *HTTPHandler {
 	h := newHTTPHandler(b, opts)
 	b.log.Store(h.log)
+	b.slowLog.Logger, b.lostLog.Logger = h.log, h.log
 	return h
 }
 
@@ -302,7 +338,7 @@ func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if tok, ok := meta[MetaProgressToken]; ok && string(tok) != "null" {
-		rl := newRelay(req, func() { cancel(errSlowClient) })
+		rl := newRelay(req, b.slowClient(cancel))
 		defer rl.finish()
 		mine := json.RawMessage(strconv.Quote("bridge-" + strconv.FormatInt(b.tokens.Add(1), 10)))
 		meta[MetaProgressToken] = mine
@@ -366,14 +402,17 @@ func (b *Bridge) result(res json.RawMessage, err error) (any, error) {
 		return nil, err
 	}
 	var retried errRetriedLost
+	if errors.Is(err, client.ErrConnectionLost) {
+		b.serverLost.Add(1)
+	}
 	switch {
 	case errors.As(err, &retried):
-		b.logger().Warn("bridge: the MCP server was lost under a request, and again under its retry", "error", err)
+		b.lostLog.Refused("bridge: the MCP server was lost under a request, and again under its retry", "error", err)
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
 			"the MCP server behind the bridge was lost; the request was retried once on its replacement and failed again",
 			map[string]any{"reason": "server_lost", "retried": true})
 	case errors.Is(err, client.ErrConnectionLost):
-		b.logger().Warn("bridge: the MCP server was lost under a request", "error", err)
+		b.lostLog.Refused("bridge: the MCP server was lost under requests (logged once per burst)", "error", err)
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
 			"the MCP server behind the bridge was lost; the request was not retried (it may have had effects), and the bridge restarts the server",
 			map[string]any{"reason": "server_lost", "retried": false})

@@ -50,7 +50,7 @@ func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params map[string
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rl := newRelay(req, func() { cancel(errSlowClient) })
+	rl := newRelay(req, b.slowClient(cancel))
 	defer rl.finish()
 	hub, err := b.joinHub(ctx, filter, req, rl)
 	if err != nil {

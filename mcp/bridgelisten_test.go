@@ -30,7 +30,8 @@ func TestBridgeListenersShareOneUpstreamStream(t *testing.T) {
 	}
 	defer up.Close()
 	defer child.Close()
-	h := mcp.NewBridge(child).HTTPHandler(nil)
+	b := mcp.NewBridge(child)
+	h := b.HTTPHandler(nil)
 	srv := httptest.NewServer(h)
 	defer func() {
 		h.Shutdown(context.Background())
@@ -76,6 +77,9 @@ func TestBridgeListenersShareOneUpstreamStream(t *testing.T) {
 	}
 	if st := up.Stats(); st.Streams != 1 || st.StreamsRefused != 0 {
 		t.Fatalf("upstream streams: %+v", st)
+	}
+	if st := b.Stats(); st.SharedStreams != 1 {
+		t.Errorf("bridge Stats %+v", st)
 	}
 	s.RemoveTool("fails")
 	deadline := time.Now().Add(10 * time.Second)

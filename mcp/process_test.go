@@ -158,7 +158,8 @@ func TestRegressionBridgeLeaksServerStderrToClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	h := mcp.NewBridge(sess).HTTPHandler(&mcp.HTTPOptions{Logger: logger})
+	b := mcp.NewBridge(sess)
+	h := b.HTTPHandler(&mcp.HTTPOptions{Logger: logger})
 	srv := httptest.NewServer(h)
 	defer func() {
 		h.Shutdown(context.Background())
@@ -182,6 +183,9 @@ func TestRegressionBridgeLeaksServerStderrToClients(t *testing.T) {
 		if !strings.Contains(je.Message, "lost") {
 			t.Errorf("%s: error does not say the server was lost: %s", mode, raw)
 		}
+	}
+	if st := b.Stats(); st.ServerLost != 2 {
+		t.Errorf("Stats %+v, want two requests lost with the server", st)
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
