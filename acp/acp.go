@@ -37,14 +37,14 @@ const (
 	MethodCancelRequest     = "$/cancel_request"
 )
 
-// controlMethods run in receive order on the control lane (SPEC A1).
+// controlMethods run in receive order on the control lane (guarantee A1).
 var controlMethods = map[string]bool{
 	MethodInitialize: true, MethodAuthenticate: true, MethodSessionNew: true, MethodSessionLoad: true,
 	MethodSessionResume: true, MethodSetMode: true, MethodSetConfigOption: true, MethodSessionClose: true,
 	MethodCancel: true,
 }
 
-// isBackground reports the background lane (SPEC A2): prompts and MCP
+// isBackground reports the background lane (guarantee A2): prompts and MCP
 // bridge traffic.
 func isBackground(method string) bool {
 	return method == MethodPrompt || strings.HasPrefix(method, "mcp/")
@@ -53,7 +53,8 @@ func isBackground(method string) bool {
 // Error codes.
 const (
 	// CodeBusy is -32000 with data.reason telling it apart from ACP's
-	// AuthRequired, which shares the code (research acp.md §3).
+	// AuthRequired, which shares the code (ACP's error codes,
+	// https://agentclientprotocol.com/protocol/schema).
 	CodeBusy             int64 = -32000
 	CodeResourceNotFound int64 = -32002
 )
@@ -133,7 +134,7 @@ type Agent struct {
 	// Prompt runs one turn. It streams with turn.Update and sees a context
 	// that is cancelled by session/cancel, $/cancel_request, or the end of
 	// input. After a cancellation the turn answers stopReason "cancelled"
-	// whatever Prompt returns (SPEC A5).
+	// whatever Prompt returns (guarantee A5).
 	Prompt func(ctx context.Context, turn *Turn) (StopReason, error)
 	// Authenticate checks a method id; nil accepts any.
 	Authenticate func(ctx context.Context, methodID string) error
@@ -168,10 +169,10 @@ type ConfigChoice struct {
 type Options struct {
 	// MaxBackground bounds concurrent prompts and MCP requests per
 	// connection; the excess gets -32000 with data.reason
-	// "connection_busy" at once (SPEC A4). Default 32.
+	// "connection_busy" at once (guarantee A4). Default 32.
 	MaxBackground int
 	// ShutdownGrace is what background work gets after end of input (its
-	// prompts are cancelled at once). Default 5 s (SPEC A8).
+	// prompts are cancelled at once). Default 5 s (guarantee A8).
 	ShutdownGrace time.Duration
 	// IdleSessionTimeout forgets sessions unused for that long, never one
 	// with an active prompt. Default 0: sessions live as long as the
@@ -181,7 +182,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultMaxBackground is the background limit of SPEC A4.
+// DefaultMaxBackground is the background limit of guarantee A4.
 const DefaultMaxBackground = 32
 
 func (o *Options) resolve() Options {
@@ -257,7 +258,7 @@ func (h *handler) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 	return h.c.handle(ctx, req)
 }
 
-// conn is the authoritative context of one connection (SPEC A1): the
+// conn is the authoritative context of one connection (guarantee A1): the
 // control lane updates it in receive order; background requests read it.
 type conn struct {
 	agent *Agent
@@ -303,7 +304,7 @@ func (s *Session) Mode() string {
 }
 
 // reservation is a prompt's claim on its session and its cancellation
-// token, made in receive order before the prompt's handler starts (SPEC A5).
+// token, made in receive order before the prompt's handler starts (guarantee A5).
 type reservation struct {
 	req    *rpc.Request // the prompt that holds it
 	ctx    context.Context
@@ -392,7 +393,7 @@ func (c *conn) releaseFor(req *rpc.Request) {
 }
 
 // watchInput cancels every active prompt when input ends, so their normal
-// finalizers run within the grace (SPEC A8).
+// finalizers run within the grace (guarantee A8).
 func (c *conn) watchInput(rc *rpc.Conn) {
 	var tick <-chan time.Time
 	if c.opts.IdleSessionTimeout > 0 {
@@ -693,7 +694,7 @@ func (c *conn) setMode(req *rpc.Request) (any, error) {
 }
 
 // cancelTurn is session/cancel: the session's active turn (running or not
-// yet started) is cancelled; the next turn gets a fresh token (SPEC A5).
+// yet started) is cancelled; the next turn gets a fresh token (guarantee A5).
 func (c *conn) cancelTurn(req *rpc.Request) {
 	var p sessionParams
 	if json.Unmarshal(req.Params, &p) != nil {
@@ -714,7 +715,7 @@ type Turn struct {
 }
 
 // Update streams one session/update for this turn; updates reach the
-// client in order and before the prompt's response (SPEC A2).
+// client in order and before the prompt's response (guarantee A2).
 func (t *Turn) Update(update any) error {
 	return t.req.Notify(MethodUpdate, map[string]any{"sessionId": t.Session.ID, "update": update})
 }
@@ -791,7 +792,7 @@ func (c *conn) prompt(ctx context.Context, req *rpc.Request) (any, error) {
 		c.release(nil, nil)
 		return nil, jsonrpc.NewError(CodeResourceNotFound, "session not found: "+p.SessionID, map[string]any{"sessionId": p.SessionID})
 	}
-	defer c.release(s, r) // on completion and on panic (SPEC A8)
+	defer c.release(s, r) // on completion and on panic (guarantee A8)
 
 	// The turn's context ends with the request's ($/cancel_request, the
 	// connection) or with the reservation's token (session/cancel, EOF).

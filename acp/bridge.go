@@ -1,8 +1,10 @@
 package acp
 
-// MCP bridges (SPEC A7). The extension is unstable and has had three
-// generations (research acp.md §2). This runtime follows the issue's
-// contract, which uses Generation B's names (serverId, connectionId) with
+// MCP bridges (guarantee A7). The extension is unstable and has had three
+// generations: an underscore-prefixed _mcp/connect, then mcp/connect with
+// serverId and connectionId (ACP schema PR #1185, renamed in #1567), then a
+// connectionless form (the TypeScript SDK 2.4.0). This runtime implements the
+// second, which uses these names (serverId, connectionId) with
 // the agent as the bridge: the client asks the agent to connect to an MCP
 // server that a session declared in session/new's mcpServers, and the
 // agent reaches it through agentwire's MCP client (a stdio entry is spawned

@@ -1,6 +1,6 @@
 // Package acp is an agent-side runtime for the Agent Client Protocol v1
-// over agentwire's JSON-RPC connection, with the dispatch model of seed 003
-// (SPEC A1–A8).
+// over agentwire's JSON-RPC connection, with a concurrent dispatch model
+// (guarantees A1–A8 in docs/guarantees.md).
 //
 // Control requests (initialize, authenticate, session/new, session/load,
 // session/resume, session/set_mode, session/set_config_option,
@@ -29,7 +29,7 @@
 // completion, on panic and on abort. Idle sessions are forgotten after
 // IdleSessionTimeout, never one with an active prompt.
 //
-// MCP bridges (bridge.go; SPEC A7): mcp/connect {serverId} starts an MCP
+// MCP bridges (bridge.go; guarantee A7): mcp/connect {serverId} starts an MCP
 // server a session declared in mcpServers (a stdio entry, matched by name)
 // through agentwire's MCP client and answers {connectionId}; mcp/message
 // {connectionId, method, params} forwards (concurrently, on the background
@@ -41,4 +41,7 @@
 // session/load (when Agent.LoadSession is set) replays the history as
 // session/update notifications, all before its response;
 // session/set_config_option changes Agent.ConfigOptions per session.
+//
+// Numbers such as C3 cite the guarantees in the repository's
+// docs/guarantees.md.
 package acp

@@ -74,7 +74,7 @@ func serverNamed(name string) (server, bool) {
 	return server{}, false
 }
 
-// ----- the practical limit: a hand-written loop (the SPEC's reference) -----
+// ----- the practical limit: a hand-written loop (the reference of the performance goals in docs/guarantees.md) -----
 
 type rawRequest struct {
 	JSONRPC string          `json:"jsonrpc"`

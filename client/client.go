@@ -32,7 +32,7 @@ const (
 )
 
 // RestartPolicy says whether and how a crashed server is started again
-// (SPEC K6). The zero value restarts up to 3 times, waiting 100 ms before the
+// (guarantee K6). The zero value restarts up to 3 times, waiting 100 ms before the
 // first restart and twice as long before each next one.
 type RestartPolicy struct {
 	MaxRestarts int
@@ -42,14 +42,14 @@ type RestartPolicy struct {
 // Options configures a Client. The zero value (or nil) means the defaults.
 type Options struct {
 	// Cancel is the notification sent when a call's context ends first
-	// (SPEC K2). Nil means rpc.MCPCancel (notifications/cancelled with
+	// (guarantee K2). Nil means rpc.MCPCancel (notifications/cancelled with
 	// requestId and reason); use rpc.ACPCancel for $/cancel_request.
 	Cancel *rpc.CancelMethod
 	// NoCancel sends no cancellation at all.
 	NoCancel bool
 	// Strict ends the connection at the first line from the server that is
 	// not a valid message or that answers no call of ours. Default: such
-	// lines are counted, logged and offered to OnViolation (SPEC K3).
+	// lines are counted, logged and offered to OnViolation (guarantee K3).
 	Strict bool
 	// OnViolation observes every such line.
 	OnViolation func(rpc.Violation)
@@ -86,7 +86,7 @@ const handshakeTimeout = 30 * time.Second
 
 // ConnectionLostError is the error of a call whose connection ended. When
 // the server was a process it carries the exit status and stderr tail
-// (SPEC K5).
+// (guarantee K5).
 type ConnectionLostError struct {
 	Exit  *process.ExitError // how the server process ended; nil for a stream, or a server still running
 	Cause error              // why the connection ended, if it says
@@ -241,7 +241,7 @@ func (c *Client) spawn() (*generation, error) {
 // watch waits for a generation to end and then restarts or gives up. The
 // end is the connection's end, or the server's exit: a child the server
 // left behind may hold its stdout open, so no end of input would come
-// (a crash must still fail pending calls, SPEC K5).
+// (a crash must still fail pending calls, guarantee K5).
 func (c *Client) watch(g *generation) {
 	c.monitors.Add(1)
 	go func() {
@@ -528,7 +528,7 @@ type callOptions struct{ retry bool }
 
 // Retryable marks a call as safe to send twice (read-only): if the server
 // is lost before it answers and the restart policy starts a new one, the call
-// is retried once on the new server (SPEC K6).
+// is retried once on the new server (guarantee K6).
 func Retryable() CallOption { return func(o *callOptions) { o.retry = true } }
 
 // IsRetryable reports whether opts include Retryable, for transports that
@@ -545,7 +545,7 @@ func IsRetryable(opts ...CallOption) bool {
 // Call sends a request and waits for its response. The result is returned
 // raw; an error response is a *jsonrpc.Error. If ctx ends first, the
 // cancellation notification is sent without waiting, the id is forgotten and
-// Call returns ctx's error at once (SPEC K2). If the server is lost, the
+// Call returns ctx's error at once (guarantee K2). If the server is lost, the
 // error is a *ConnectionLostError matching ErrConnectionLost.
 func (c *Client) Call(ctx context.Context, method string, params any, opts ...CallOption) (json.RawMessage, error) {
 	var co callOptions

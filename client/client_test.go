@@ -52,7 +52,7 @@ func startClient(t *testing.T, mode string, opts *client.Options, env ...string)
 	return c
 }
 
-// Any number of calls in flight, matched by id (SPEC K1).
+// Any number of calls in flight, matched by id (guarantee K1).
 func TestManyCallsInFlight(t *testing.T) {
 	c := startClient(t, "echo", nil)
 	var wg sync.WaitGroup
@@ -85,7 +85,7 @@ func TestErrorResponse(t *testing.T) {
 	}
 }
 
-// Cancellation (SPEC K2): the call returns at once, the server receives
+// Cancellation (guarantee K2): the call returns at once, the server receives
 // notifications/cancelled with requestId and reason.
 func TestCancelledCallSendsNotification(t *testing.T) {
 	c := startClient(t, "recorder", nil)
@@ -126,7 +126,7 @@ func TestACPCancelStyle(t *testing.T) {
 	}
 }
 
-// A response that crosses the cancel is dropped and counted (SPEC K2).
+// A response that crosses the cancel is dropped and counted (guarantee K2).
 func TestLateResponseIsCounted(t *testing.T) {
 	c := startClient(t, "stubborn", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -147,7 +147,7 @@ func TestLateResponseIsCounted(t *testing.T) {
 	}
 }
 
-// Stdout pollution is a diagnostic, never fatal (SPEC K3); the observer
+// Stdout pollution is a diagnostic, never fatal (guarantee K3); the observer
 // sees each line.
 func TestNonProtocolLinesAreTolerated(t *testing.T) {
 	var seen []string
@@ -183,7 +183,7 @@ func TestStrictModeIsFatal(t *testing.T) {
 	}
 }
 
-// A flood on stderr never blocks the server (SPEC K4).
+// A flood on stderr never blocks the server (guarantee K4).
 func TestStderrFloodDoesNotBlock(t *testing.T) {
 	c := startClient(t, "stderr-flood", &client.Options{Process: &process.Options{Stderr: io.Discard}})
 	for i := range 3 {
@@ -205,7 +205,7 @@ func TestStderrFloodDoesNotBlock(t *testing.T) {
 }
 
 // A crash fails pending calls promptly, with the exit status and stderr
-// tail (SPEC K5).
+// tail (guarantee K5).
 func TestCrashFailsPendingCalls(t *testing.T) {
 	c := startClient(t, "crash", nil)
 	slow := make(chan error, 1)
@@ -233,7 +233,7 @@ func TestCrashFailsPendingCalls(t *testing.T) {
 }
 
 // With a restart policy, a retryable call survives a crash: the server is
-// started twice and the caller learns of the restart (SPEC K6).
+// started twice and the caller learns of the restart (guarantee K6).
 func TestRestartAndRetry(t *testing.T) {
 	dir := t.TempDir()
 	var restarts atomic.Int64
@@ -294,7 +294,7 @@ func TestClientOverAStream(t *testing.T) {
 	}
 }
 
-// Closing the connect context never kills a running server (SPEC K8): the
+// Closing the connect context never kills a running server (guarantee K8): the
 // client is not tied to any context but the calls'.
 func TestServerOutlivesCallContexts(t *testing.T) {
 	c := startClient(t, "echo", nil)

@@ -3,17 +3,17 @@
 //
 // # Input: LineReader
 //
-// LineReader returns one '\n'-terminated line at a time (SPEC W1). It strips
+// LineReader returns one '\n'-terminated line at a time (guarantee W1). It strips
 // one '\r' before the '\n', returns a final line that has no '\n' at EOF, and
 // holds at most the limit (16 MiB by default) plus one read buffer: a longer
 // line is read and forgotten up to its '\n' without being buffered, and
-// reported as *LineTooLongError; the next line is returned normally (SPEC
+// reported as *LineTooLongError; the next line is returned normally (guarantee
 // W4). HasLine tells whether another line is already buffered, which is how
 // the runtime knows it is about to wait for input.
 //
 // # Output: Output
 //
-// Output is the bounded outbound queue of a connection (SPEC C3, C5, C6):
+// Output is the bounded outbound queue of a connection (guarantees C3, C5, C6):
 //
 //   - At most QueueLimit bytes (1 MiB) wait behind the block being written;
 //     a single larger message is accepted into an empty queue. A producer
@@ -40,5 +40,8 @@
 // # Timers
 //
 // The drain deadlines use the time package's timers, so tests run them
-// under testing/synctest with a fake clock (SPEC C7).
+// under testing/synctest with a fake clock (guarantee C7).
+//
+// Numbers such as C3 cite the guarantees in the repository's
+// docs/guarantees.md.
 package framing

@@ -20,7 +20,7 @@ var ErrLineTooLong = errors.New("framing: line exceeds the message size limit")
 
 // LineTooLongError reports a line that was over the limit. The line has been
 // discarded up to and including its '\n' without being buffered, and the
-// reader is positioned on the next line (SPEC W4).
+// reader is positioned on the next line (guarantee W4).
 type LineTooLongError struct {
 	Limit int
 }
@@ -31,7 +31,7 @@ func (e *LineTooLongError) Error() string {
 
 func (e *LineTooLongError) Unwrap() error { return ErrLineTooLong }
 
-// LineReader splits a byte stream into '\n'-terminated lines (SPEC W1). It
+// LineReader splits a byte stream into '\n'-terminated lines (guarantee W1). It
 // strips one '\r' before the '\n', returns a final line that has no '\n' at
 // EOF, and bounds memory: a line longer than the limit is skipped without
 // being held, and reported as a *LineTooLongError.

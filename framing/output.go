@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Defaults of an Output (SPEC C3, C5, C6).
+// Defaults of an Output (guarantees C3, C5, C6).
 const (
 	DefaultQueueLimit   = 1 << 20 // bytes of encoded messages waiting to be written
 	DefaultWriteChunk   = 16 << 10
@@ -46,7 +46,7 @@ type OutputOptions struct {
 	OnError func(error)
 }
 
-// Output is the bounded outbound queue of one connection (SPEC C3, C5).
+// Output is the bounded outbound queue of one connection (guarantees C3, C5).
 //
 // Messages are appended whole, each with its '\n', to a queue of at most
 // QueueLimit bytes; a producer waits for room before it copies anything. One
@@ -78,7 +78,6 @@ type Output struct {
 	idle       time.Duration
 	idleTimer  *time.Timer
 	totalTimer *time.Timer
-	progress   uint64 // completed chunk writes, for the idle watchdog
 	stopOnce   sync.Once
 	written    atomic.Int64
 	halted     atomic.Bool // set with err: a writer stops between chunks
@@ -264,7 +263,7 @@ func (o *Output) Flush() error {
 func (o *Output) Queued() bool { return o.queued.Load() > 0 }
 
 // Full reports whether the queue holds at least QueueLimit bytes. A reader
-// of input checks it to stop reading while output is backed up (SPEC C3).
+// of input checks it to stop reading while output is backed up (guarantee C3).
 func (o *Output) Full() bool { return o.queued.Load() >= int64(o.limit) }
 
 // WaitRoom blocks until the queue is below its limit, writing queued bytes
@@ -373,11 +372,10 @@ func (o *Output) writeBlock(b []byte) error {
 	return nil
 }
 
-// noteProgress resets the no-progress deadline while draining (SPEC C5: a
+// noteProgress resets the no-progress deadline while draining (guarantee C5: a
 // successful write resets it, so a slow but live reader is never cut off).
 func (o *Output) noteProgress() {
 	o.mu.Lock()
-	o.progress++
 	if o.draining && o.idleTimer != nil {
 		o.idleTimer.Reset(o.idle)
 	}

@@ -63,7 +63,7 @@ func TestEmbeddedNewlineIsRejected(t *testing.T) {
 	}
 }
 
-// Writes are split into chunks of at most WriteChunk bytes (SPEC C5).
+// Writes are split into chunks of at most WriteChunk bytes (guarantee C5).
 func TestWritesAreChunked(t *testing.T) {
 	cw := &countingWriter{}
 	o := framing.NewOutput(cw, &framing.OutputOptions{WriteChunk: 10})
@@ -73,7 +73,7 @@ func TestWritesAreChunked(t *testing.T) {
 	}
 }
 
-// The queue is bounded (SPEC C3): with the writer blocked, a producer waits
+// The queue is bounded (guarantee C3): with the writer blocked, a producer waits
 // for room before copying; a single message larger than the limit is taken
 // only into an empty queue.
 func TestQueueIsBounded(t *testing.T) {

@@ -6,9 +6,9 @@
 //
 // A Message is one decoded line. Its fields are sub-slices of the line, so
 // decoding allocates nothing and ids and params are echoed byte for byte
-// (SPEC W5: "a" stays "a", 1.5 stays 1.5, 12345678901234567890 and 1e3 are
+// (guarantee W5: "a" stays "a", 1.5 stays 1.5, 12345678901234567890 and 1e3 are
 // never converted). The envelope is decided by which members are present
-// (SPEC W2): id+method is a request, method alone a notification, id+result
+// (guarantee W2): id+method is a request, method alone a notification, id+result
 // a success response, id+error an error response; a JSON array is a batch,
 // whose elements Batch walks.
 //
@@ -17,7 +17,7 @@
 // Decode validates the whole line with the same grammar as encoding/json,
 // UTF-8 included (see below; FuzzScannerMatchesValid holds it to that), then
 // checks the envelope. A failure is a *DecodeError that says how to answer
-// it (SPEC W3, W4):
+// it (guarantees W3, W4):
 //
 //   - CodeParseError (-32700): the line is not JSON, or not UTF-8. Nothing
 //     on it is trusted; the reply carries id null.
@@ -83,4 +83,7 @@
 // errors.Is(err, ErrMethodNotFound) matches any -32601 however it is worded.
 // -32000..-32099 are server-defined; agentwire uses CodeServerBusy (-32000)
 // for work refused when every handler slot is taken.
+//
+// Numbers such as C3 cite the guarantees in the repository's
+// docs/guarantees.md.
 package jsonrpc

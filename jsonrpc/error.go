@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// The standard codes of JSON-RPC 2.0 (SPEC W3). -32000..-32099 are left to
+// The standard codes of JSON-RPC 2.0 (guarantee W3). -32000..-32099 are left to
 // servers; agentwire's own use of that range is documented where it occurs.
 const (
 	CodeParseError     int64 = -32700 // not JSON; reply id is null
@@ -17,9 +17,10 @@ const (
 	// CodeRequestCancelled is the LSP/ACP code for a request that was
 	// cancelled with $/cancel_request and still answered.
 	CodeRequestCancelled int64 = -32800
-	// CodeServerBusy is agentwire's answer to a request that arrives while
-	// every handler slot is taken and the connection rejects excess work
-	// instead of pausing (SPEC C1, A4).
+	// CodeServerBusy is agentwire's answer to a request it cannot take on:
+	// every handler slot and queue place taken (or, with RejectWhenBusy,
+	// every slot), too many open streams, or ACP's background limit
+	// (guarantees C1, A4). data.reason says which.
 	CodeServerBusy int64 = -32000
 )
 
@@ -75,7 +76,7 @@ func Errorf(code int64, format string, args ...any) *Error {
 }
 
 // ID is a request id as raw JSON: a string token with its quotes, or a
-// number exactly as written (SPEC W5: no float/int conversion, so 1.5, 1e3
+// number exactly as written (guarantee W5: no float/int conversion, so 1.5, 1e3
 // and 12345678901234567890 survive). The zero value means "no id". Two ids are
 // the same when their bytes are the same.
 type ID string

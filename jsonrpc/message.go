@@ -7,7 +7,7 @@ import (
 )
 
 // Kind tells the four JSON-RPC 2.0 envelopes (and a batch) apart. It is
-// decided by which members are present, never by invented keys (SPEC W2).
+// decided by which members are present, never by invented keys (guarantee W2).
 type Kind uint8
 
 const (
@@ -33,7 +33,7 @@ func (k Kind) IsResponse() bool { return k == KindResult || k == KindError }
 
 // Message is one decoded envelope. Every []byte field is a sub-slice of the
 // line passed to Decode: raw JSON exactly as it arrived, so ids and params are
-// echoed byte for byte (SPEC W5). A member that was absent is nil.
+// echoed byte for byte (guarantee W5). A member that was absent is nil.
 type Message struct {
 	Kind   Kind
 	ID     []byte // raw id token: a string (with quotes), a number, or null
@@ -89,7 +89,7 @@ type DecodeError struct {
 	// peers cannot trade error replies forever.
 	Response bool
 	// Notification is true when the object has "method" and no "id": a
-	// broken notification, which is dropped rather than answered (SPEC W4).
+	// broken notification, which is dropped rather than answered (guarantee W4).
 	Notification bool
 }
 
@@ -110,7 +110,7 @@ func (e *DecodeError) Is(target error) bool {
 // what MCP and ACP require.
 type DecodeOptions struct {
 	// AllowNullID accepts requests whose id is null. JSON-RPC 2.0 merely
-	// discourages them; MCP and ACP forbid them (SPEC W5), so the default
+	// discourages them; MCP and ACP forbid them (guarantee W5), so the default
 	// answers them with -32600.
 	AllowNullID bool
 }

@@ -1,12 +1,13 @@
 // Package process starts and stops stdio servers: the subprocess side of
-// the MCP stdio transport, done the way seed 001 says it goes wrong when it
-// is not.
+// the MCP stdio transport, done so that the usual ways it goes wrong
+// (orphaned children, blocked stderr pipes, servers killed by a cancelled
+// connect) cannot happen.
 //
 // # Starting
 //
 // Start builds a fresh exec.Cmd from a Command for every start, with
 // exec.Command and never exec.CommandContext: cancelling a connect or call
-// context must not kill a running server (SPEC K8). The server runs in its
+// context must not kill a running server (guarantee K8). The server runs in its
 // own process group (Unix), so signals reach the children it starts. Its
 // three pipes are ours, not exec's: exec.Cmd.Wait closes the pipes it made as
 // soon as the process exits, which would cut off output still in flight.
@@ -17,15 +18,15 @@
 // full stderr pipe; mcp-go#956), kept as a bounded tail for error messages
 // (64 KiB by default), and optionally copied to a sink through a bounded
 // queue: a slow sink loses chunks (StderrDropped) rather than blocking the
-// server. stderr output is never treated as an error (SPEC K4).
+// server. stderr output is never treated as an error (guarantee K4).
 //
 // # Stopping: the ladder
 //
-// Shutdown runs seed 001's ladder once (SPEC K7): close the server's stdin
+// Shutdown runs the MCP stdio shutdown ladder once (guarantee K7): close the server's stdin
 // (the only portable request to exit), wait Grace; SIGTERM to the process
 // group, wait Grace; SIGKILL to the group. The result says how it ended
 // (Exited, Terminated, Killed) and how long it took; with Grace 0.3 s the
-// three kinds of server of the seed take about 0.01 s, 0.3 s and 0.6 s.
+// three kinds of server (exits on EOF, needs SIGTERM, needs SIGKILL) take about 0.01 s, 0.3 s and 0.6 s.
 // Afterwards anything left in the group is killed, so a server that exited on
 // EOF cannot leave a grandchild running.
 //
@@ -35,5 +36,8 @@
 // # Exit
 //
 // ExitError reports how the process ended with the stderr tail; a client
-// puts it in the connection-lost error of the calls a crash failed (SPEC K5).
+// puts it in the connection-lost error of the calls a crash failed (guarantee K5).
+//
+// Numbers such as C3 cite the guarantees in the repository's
+// docs/guarantees.md.
 package process

@@ -45,7 +45,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Outcome says how the shutdown ladder ended the server (SPEC K7).
+// Outcome says how the shutdown ladder ended the server (guarantee K7).
 type Outcome string
 
 const (
@@ -63,7 +63,7 @@ type ShutdownResult struct {
 }
 
 // ExitError describes how a server process ended. It is carried by the
-// connection-lost error of a client whose server died (SPEC K5).
+// connection-lost error of a client whose server died (guarantee K5).
 type ExitError struct {
 	ExitCode   int    // -1 when killed by a signal
 	Status     string // the OS's description, e.g. "exit status 3" or "signal: killed"
@@ -81,7 +81,7 @@ func (e *ExitError) Error() string {
 var ErrNotStarted = errors.New("process: server could not be started")
 
 // Process is a running server: its stdin and stdout carry the protocol,
-// its stderr is always drained (SPEC K4), and it runs in its own process
+// its stderr is always drained (guarantee K4), and it runs in its own process
 // group so that shutdown reaches its children too.
 type Process struct {
 	cmd    *exec.Cmd
@@ -105,7 +105,7 @@ type Process struct {
 }
 
 // Start launches the server with exec.Command, never tied to a context: a
-// caller's connect timeout must not kill a running server (SPEC K8; the
+// caller's connect timeout must not kill a running server (guarantee K8; the
 // exec.CommandContext footgun of coder/coder#24035).
 func Start(c Command, opts *Options) (*Process, error) {
 	var o Options
@@ -255,7 +255,7 @@ func (p *Process) CloseStdin() {
 	p.stdinOnce.Do(func() { _ = p.stdin.Close() })
 }
 
-// Shutdown runs the ladder once (SPEC K7): close stdin, wait Grace; SIGTERM
+// Shutdown runs the ladder once (guarantee K7): close stdin, wait Grace; SIGTERM
 // to the process group, wait Grace; SIGKILL to the group. Whatever the
 // outcome, any process left in the group afterwards is killed, so children
 // the server started do not outlive it. Later calls return the same result.

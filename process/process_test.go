@@ -50,8 +50,8 @@ func roundTrip(t *testing.T, p *process.Process) {
 	}
 }
 
-// The shutdown ladder (SPEC K7) with grace 0.3 s gives seed 001's three
-// outcomes: exited (~0.01 s), terminated (~0.3 s), killed (~0.6 s).
+// The shutdown ladder (guarantee K7) with grace 0.3 s gives the three
+// outcomes of a server that exits on EOF, one that needs SIGTERM and one that needs SIGKILL: exited (~0.01 s), terminated (~0.3 s), killed (~0.6 s).
 func TestShutdownLadder(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("SIGTERM is a POSIX step")
@@ -127,7 +127,7 @@ func TestShutdownReachesTheProcessGroup(t *testing.T) {
 }
 
 // stderr is always drained, kept as a bounded tail and copied to the sink;
-// a server flooding it is never blocked (SPEC K4).
+// a server flooding it is never blocked (guarantee K4).
 func TestStderrIsDrainedIntoATail(t *testing.T) {
 	var sink strings.Builder
 	sw := &lockedWriter{w: &sink}
@@ -159,7 +159,7 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 
 func (l *lockedWriter) n() int64 { return l.count.Load() }
 
-// The exit error carries the status and the stderr tail (SPEC K5).
+// The exit error carries the status and the stderr tail (guarantee K5).
 func TestExitError(t *testing.T) {
 	p := start(t, "crash", nil)
 	io.WriteString(p.Stdin(), `{"jsonrpc":"2.0","id":1,"method":"crash"}`+"\n")

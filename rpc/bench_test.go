@@ -15,7 +15,7 @@ import (
 // The benchmarks run an echo server over a pair of OS pipes in this process
 // and drive it with the same allocation-free client: one request in flight
 // (Sequential) or 64 (Pipelined). Reference is the hand-written loop the
-// SPEC's performance goals are stated against: bufio.Reader line ->
+// performance goals of docs/guarantees.md (P1-P6) are stated against: bufio.Reader line ->
 // json.Unmarshal into a reused struct with raw id/params -> json.Encoder ->
 // one write per reply. Compare ns/op and allocs/op of the pairs:
 //
@@ -154,7 +154,7 @@ func BenchmarkPipelined(b *testing.B) {
 	b.Run("impl=reference", func(b *testing.B) { benchPipelined(b, referenceServe) })
 }
 
-// TestAllocationsPerRoundTrip pins SPEC P3 (at most 12 allocations per
+// TestAllocationsPerRoundTrip pins guarantee P3 (at most 12 allocations per
 // echo round trip in the runtime) so a regression fails the suite rather
 // than waiting for someone to read a benchmark.
 func TestAllocationsPerRoundTrip(t *testing.T) {

@@ -46,7 +46,7 @@ func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID f
 	c.mu.Unlock()
 
 	// Queue without ever writing on the caller's goroutine: a server that
-	// pauses its input must not hold a caller past its context (SPEC K1).
+	// pauses its input must not hold a caller past its context (guarantee K1).
 	if err := c.out.EnqueueContext(ctx, msg); err != nil {
 		c.dropPending(key)
 		if ctx.Err() != nil {
@@ -182,7 +182,7 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 		return err
 	}
 	// Like Call: wait for room only as long as ctx allows, and never write
-	// on the caller's goroutine (SPEC K1).
+	// on the caller's goroutine (guarantee K1).
 	if err := c.out.EnqueueContext(ctx, msg); err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)

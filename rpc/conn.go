@@ -144,7 +144,7 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 	c.out = framing.NewOutput(w, &framing.OutputOptions{
 		QueueLimit: s.OutputQueueBytes,
 		WriteChunk: s.WriteChunkBytes,
-		OnError:    c.outputFailed, // a failed write is a transport fault (SPEC C6)
+		OnError:    c.outputFailed, // a failed write is a transport fault (guarantee C6)
 	})
 	c.busyLog.Logger, c.streamsLog.Logger, c.limitLog.Logger = s.Logger, s.Logger, s.Logger
 	c.hurry = make(chan struct{})
@@ -175,7 +175,7 @@ func (c *Conn) Wait() error {
 	return c.err
 }
 
-// Close shuts the connection down without the end-of-stream grace (SPEC
+// Close shuts the connection down without the end-of-stream grace (guarantee
 // C6): handler contexts are cancelled at once, handlers get ShutdownTimeout
 // to return, queued output is drained within the same bound, and both streams
 // are closed. It waits for all of that and returns Wait's result. A handler
@@ -208,7 +208,7 @@ func (c *Conn) readLoop() {
 		}
 		if c.out.Full() {
 			// The peer is not reading replies; stop reading requests
-			// until it does (SPEC C3).
+			// until it does (guarantee C3).
 			if err := c.out.WaitRoom(); err != nil {
 				c.outputFailed(err)
 				return
@@ -289,7 +289,7 @@ func (c *Conn) badMessage(line []byte, err error) {
 	c.violation(kind, line, err)
 	if de.Response || de.Notification {
 		// Never answer a response, even a broken one; a broken
-		// notification is dropped and logged (SPEC W4).
+		// notification is dropped and logged (guarantee W4).
 		return
 	}
 	id := jsonrpc.NullID
@@ -303,7 +303,7 @@ func (c *Conn) badMessage(line []byte, err error) {
 	c.replyBad(id, &jsonrpc.Error{Code: de.Code, Message: msg + ": " + de.Reason})
 }
 
-// replyBad answers bad input. It waits for room like any other write (SPEC
+// replyBad answers bad input. It waits for room like any other write (guarantee
 // C3), unless the connection is configured to stay quiet.
 func (c *Conn) replyBad(id jsonrpc.ID, e *jsonrpc.Error) {
 	if c.opts.QuietOnBadInput {
@@ -539,7 +539,7 @@ func (c *Conn) forget(req *Request) {
 	c.mu.Unlock()
 }
 
-// ----- cancellation in (SPEC C8) -----
+// ----- cancellation in (guarantee C8) -----
 
 func (c *Conn) cancelMethod(msg *jsonrpc.Message) *CancelMethod {
 	m, _ := msg.MethodRaw()
@@ -578,7 +578,7 @@ func (c *Conn) cancelRequest(msg *jsonrpc.Message, cm *CancelMethod) {
 	req.cancel(ErrCancelledByPeer)
 }
 
-// ----- batches (SPEC W6) -----
+// ----- batches (guarantee W6) -----
 
 type batch struct {
 	c     *Conn
@@ -612,7 +612,7 @@ func (b *batch) finishLocked() {
 	}
 }
 
-// answered counts a request of the batch that will not produce an entry.
+// drop counts a request of the batch that will not produce an entry.
 func (b *batch) drop() {
 	b.mu.Lock()
 	b.count--

@@ -24,7 +24,7 @@ func req(id any, method, params string) string {
 	return s + "}"
 }
 
-// Handlers run concurrently and answer out of order (SPEC C1): two sleeps
+// Handlers run concurrently and answer out of order (guarantee C1): two sleeps
 // of 300 ms and 100 ms sent together finish at 100 and 300 ms, not 400.
 func TestConcurrentRequestsAnswerOutOfOrder(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
@@ -42,7 +42,7 @@ func TestConcurrentRequestsAnswerOutOfOrder(t *testing.T) {
 }
 
 // A duplicate id of a request still in flight gets -32600 and the first
-// request is unaffected (SPEC W5).
+// request is unaffected (guarantee W5).
 func TestDuplicateInFlightID(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
 		w.Send(req(1, "sleep", `{"ms":50}`))
@@ -62,7 +62,7 @@ func TestDuplicateInFlightID(t *testing.T) {
 }
 
 // Notifications a handler sends reach the wire before its response, in the
-// order it sent them (SPEC W8).
+// order it sent them (guarantee W8).
 func TestHandlerNotificationsPrecedeResponse(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
 		w.Send(req(1, "notify", `{"count":5}`))
@@ -79,7 +79,7 @@ func TestHandlerNotificationsPrecedeResponse(t *testing.T) {
 }
 
 // A panicking handler is answered with -32603 naming the panic's type, and
-// the connection keeps serving (SPEC C10, W3).
+// the connection keeps serving (guarantees C10, W3).
 func TestPanicIsAnswered(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
 		got := w.Exchange(req(1, "panic", ""))
@@ -130,7 +130,7 @@ func TestUnencodableResult(t *testing.T) {
 	})
 }
 
-// Cancellation in (SPEC C8): notifications/cancelled cancels the handler and
+// Cancellation in (guarantee C8): notifications/cancelled cancels the handler and
 // silences it; nothing more is written for that request.
 func TestCancelSilencesRequest(t *testing.T) {
 	for _, form := range []string{
@@ -202,7 +202,7 @@ func TestNonSilencingCancelStillAnswers(t *testing.T) {
 	})
 }
 
-// Barriers (SPEC C2): a later request is not dispatched until the barrier's
+// Barriers (guarantee C2): a later request is not dispatched until the barrier's
 // handler has finished, while other requests already running go on, and the
 // reader still delivers responses to the barrier's own calls.
 func TestBarrierOrdersLaterMessages(t *testing.T) {
@@ -256,7 +256,7 @@ func TestBarrierOrdersLaterMessages(t *testing.T) {
 	})
 }
 
-// RejectWhenBusy answers excess work at once with the busy error (SPEC C1,
+// RejectWhenBusy answers excess work at once with the busy error (guarantee C1,
 // A4) and the connection keeps serving.
 func TestRejectWhenBusy(t *testing.T) {
 	runWire(t, nil, &rpc.Options{MaxConcurrentRequests: 2, RejectWhenBusy: true}, func(w *wire) {

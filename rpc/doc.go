@@ -2,7 +2,7 @@
 // over a pair of byte streams, the piece every transport shares (stdio,
 // sockets, and the sessions behind HTTP). It serves requests with a Handler,
 // sends calls and notifications to the peer, and owns the connection's
-// lifecycle. It knows nothing about methods (SPEC W7).
+// lifecycle. It knows nothing about methods (guarantee W7).
 //
 // # Reading and dispatch
 //
@@ -20,7 +20,7 @@
 // so a peer that stops reading our output cannot stop us from seeing its end
 // of input.
 // So short requests cost no hand-off, slow ones run concurrently, and replies
-// go out in completion order (SPEC C1).
+// go out in completion order (guarantee C1).
 //
 // Options.Admit, when set, sees every message in receive order before its
 // handler can start, and may refuse it with an error reply: a protocol
@@ -54,13 +54,13 @@
 //
 // Replies of inline handlers are queued without a write, and the reader
 // writes everything queued just before it would wait for input: a burst of
-// pipelined requests is answered with one write (SPEC P2).
+// pipelined requests is answered with one write (guarantee P2).
 //
 // # Barriers
 //
 // IsBarrier marks ordered methods (legacy MCP "initialize", ACP control
 // requests). A barrier's handler finishes, and its response is queued,
-// before any later request or notification is dispatched (SPEC C2). If it
+// before any later request or notification is dispatched (guarantee C2). If it
 // runs long, reading goes on: responses to the barrier's own calls and
 // cancellations are processed, and later requests are held, in receive order
 // and bounded, until the barrier is done. Requests already running are not
@@ -72,8 +72,8 @@
 // Writers wait for room before copying; while the queue is full the
 // connection stops reading, and error replies to bad input wait like any
 // other write, so a peer that never reads cannot build an unbounded backlog
-// (SPEC C3). A handler's notifications (Request.Notify) are queued in the
-// order it sends them and before its response (SPEC W8).
+// (guarantee C3). A handler's notifications (Request.Notify) are queued in the
+// order it sends them and before its response (guarantee W8).
 //
 // # Cancellation
 //
@@ -81,7 +81,7 @@
 // (Options.Cancel: MCP's notifications/cancelled and ACP's $/cancel_request
 // by default), when the connection shuts down, or on Close. A silencing
 // cancellation (MCP) also suppresses everything the request would still
-// write: no notification, no response (SPEC C8). A non-silencing one (ACP)
+// write: no notification, no response (guarantee C8). A non-silencing one (ACP)
 // leaves the response to the handler; a handler that returns its context's
 // error is answered -32800. Unknown or finished ids are ignored.
 //
@@ -91,7 +91,7 @@
 //
 // # Bad input
 //
-// One bad line costs at most one error reply and reading continues (SPEC
+// One bad line costs at most one error reply and reading continues (guarantee
 // W4): -32700 (id null) for a line that is not JSON, -32600 for JSON that is
 // not a valid message (with its id when readable), for an empty or oversized
 // batch, for a duplicate id of a request in flight, and for a line over
@@ -99,31 +99,31 @@
 // Responses, even broken ones, are never answered, and neither are broken
 // notifications (a "method" and no "id"): they are dropped and logged. A
 // handler panic is
-// recovered and answered -32603 (SPEC C10). Every case is counted in Stats and
+// recovered and answered -32603 (guarantee C10). Every case is counted in Stats and
 // reported to OnViolation; QuietOnBadInput suppresses the replies, as the
 // client side of a connection must.
 //
 // # Shutdown
 //
-// Input EOF is a half-close (SPEC C4). Admitted requests go on for up to
+// Input EOF is a half-close (guarantee C4). Admitted requests go on for up to
 // EndOfStreamTimeout (5 s) and their replies are written; then their
 // contexts are cancelled (cause ErrEndOfStream) and they get ShutdownTimeout
 // (5 s) more. Finally queued output is drained: each write must make progress
 // within ShutdownTimeout, and the whole linger after EOF stays within grace +
 // shutdown (10 s). A reply that a handler produces after that is dropped.
 //
-// Close, a read error and a write error skip the grace (SPEC C6), also when
+// Close, a read error and a write error skip the grace (guarantee C6), also when
 // they happen during it: contexts are cancelled at once, then the same
 // shutdown bound applies. A write error is noticed whoever was writing
 // (framing.OutputOptions.OnError). When input and output are one stream (a
 // socket), input is shut with CloseRead, or left open until output is
 // drained, so the last replies are not lost. A failed
-// write ends output for good: nothing is written after it (SPEC C5). When
+// write ends output for good: nothing is written after it (guarantee C5). When
 // everything is done, Done is closed and Wait returns nil for a clean end, or
 // the transport error. Calls still pending fail with ErrConnectionLost.
 //
 // Every timer comes from the time package, so the bounds are tested with
-// testing/synctest and a fake clock (SPEC C7). A reader blocked in a Read
+// testing/synctest and a fake clock (guarantee C7). A reader blocked in a Read
 // that cannot be interrupted (a terminal, say) is left to return on its own;
 // streams that implement io.Closer are closed to unblock it.
 //
@@ -132,5 +132,8 @@
 // Each message is copied once out of the read buffer; the request's id,
 // method and params point into that copy, which nothing writes to again.
 // A request costs a handful of small allocations and no buffer of 4 KiB or
-// more (SPEC P3).
+// more (guarantee P3).
+//
+// Numbers such as C3 cite the guarantees in the repository's
+// docs/guarantees.md.
 package rpc

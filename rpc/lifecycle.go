@@ -38,7 +38,7 @@ func (c *Conn) inputEnded(err error) {
 }
 
 // outputFailed is called when output can no longer be written: the reply
-// stream is gone, so the connection stops without grace (SPEC C6).
+// stream is gone, so the connection stops without grace (guarantee C6).
 func (c *Conn) outputFailed(err error) {
 	c.mu.Lock()
 	closedByUs := c.outputClosed && errors.Is(err, framing.ErrOutputClosed)
@@ -70,7 +70,7 @@ func (c *Conn) stop(cause error, graceful bool) {
 	c.mu.Lock()
 	if c.stopping {
 		// Already shutting down. Close or a transport fault during the
-		// end-of-stream grace cuts the grace short (SPEC C6), and a fault
+		// end-of-stream grace cuts the grace short (guarantee C6), and a fault
 		// becomes the cause.
 		if !graceful && !c.hurried {
 			c.hurried = true

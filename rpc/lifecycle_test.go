@@ -19,7 +19,7 @@ import (
 	"github.com/agentwire/agentwire/rpc"
 )
 
-// EOF is a half-close (SPEC C4): every admitted request is answered, and
+// EOF is a half-close (guarantee C4): every admitted request is answered, and
 // the connection ends as soon as the last handler is done.
 func TestEOFAnswersEveryAdmittedRequest(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
@@ -55,7 +55,7 @@ func TestFinalLineWithoutNewline(t *testing.T) {
 }
 
 // A line over the limit costs one -32600 (id null) and the next line is
-// served (SPEC W4).
+// served (guarantee W4).
 func TestLineOverLimitThenGoodLine(t *testing.T) {
 	runWire(t, nil, &rpc.Options{MaxMessageBytes: 1024}, func(w *wire) {
 		long := `{"jsonrpc":"2.0","id":1,"method":"echo","params":["` + strings.Repeat("x", 100_000) + `"]}`
@@ -101,7 +101,7 @@ func TestGraceThenCancellation(t *testing.T) {
 }
 
 // A handler that ignores cancellation cannot hold the connection past
-// grace + shutdown (SPEC C4: 10 s by default), and its late answer is never
+// grace + shutdown (guarantee C4: 10 s by default), and its late answer is never
 // written.
 func TestShutdownBoundsLinger(t *testing.T) {
 	var release chan struct{}
@@ -139,7 +139,7 @@ func TestConfiguredShutdownBounds(t *testing.T) {
 	})
 }
 
-// Close skips the grace (SPEC C6): handler contexts are cancelled at once.
+// Close skips the grace (guarantee C6): handler contexts are cancelled at once.
 func TestCloseSkipsGrace(t *testing.T) {
 	runWire(t, waitCtx(nil), nil, func(w *wire) {
 		w.Send(req(1, "wait", ""))
@@ -180,7 +180,7 @@ func TestStalledReaderClosesOutput(t *testing.T) {
 	})
 }
 
-// A slow but live reader is never cut off (SPEC C5): while running there is
+// A slow but live reader is never cut off (guarantee C5): while running there is
 // no deadline at all, and while draining each write that makes progress
 // resets it, so a reader that takes 4 s per 16 KiB chunk gets all 32 KiB
 // even though the drain lasts 8 s (more than the 5 s no-progress bound).
@@ -244,7 +244,7 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// After a failed write nothing else is written (SPEC C5), and a write fault
+// After a failed write nothing else is written (guarantee C5), and a write fault
 // ends the connection without grace, with the error from Wait.
 func TestNothingWrittenAfterFailedWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -299,7 +299,7 @@ func TestReadErrorIsAFault(t *testing.T) {
 	})
 }
 
-// Backpressure (SPEC C3, P6): a peer that writes requests and never reads
+// Backpressure (guarantees C3, P6): a peer that writes requests and never reads
 // gets only a bounded number of them read; once it reads, every reply comes.
 func TestPeerThatNeverReadsIsBounded(t *testing.T) {
 	for _, line := range []string{req(1, "echo", `["0123456789012345678901234567890123456789"]`), "not json at all"} {

@@ -8,7 +8,7 @@ import (
 	"github.com/agentwire/agentwire/jsonrpc"
 )
 
-// Defaults of Options (SPEC C1, C3, C4, C5, W4).
+// Defaults of Options (guarantees C1, C3, C4, C5, W4).
 const (
 	DefaultMaxMessageBytes       = framing.DefaultMaxMessage // 16 MiB
 	DefaultMaxConcurrentRequests = 256
@@ -22,7 +22,7 @@ const (
 	DefaultMaxQueuedBytes        = 4 << 20
 )
 
-// CancelMethod describes one inbound cancellation notification (SPEC C8).
+// CancelMethod describes one inbound cancellation notification (guarantee C8).
 // Its params carry the id of the request to cancel in "requestId".
 type CancelMethod struct {
 	// Method is the notification's method, e.g. "notifications/cancelled".
@@ -79,26 +79,26 @@ type Options struct {
 	// place in the queue. Default: -32000 "server busy" with data
 	// {"reason":"connection_busy","limit":N}.
 	BusyError *jsonrpc.Error
-	// OutputQueueBytes bounds encoded output waiting to be written (SPEC
+	// OutputQueueBytes bounds encoded output waiting to be written (guarantee
 	// C3). Default 1 MiB.
 	OutputQueueBytes int
-	// WriteChunkBytes is the largest single write (SPEC C5). Default 16 KiB.
+	// WriteChunkBytes is the largest single write (guarantee C5). Default 16 KiB.
 	WriteChunkBytes int
 	// EndOfStreamTimeout is the grace admitted handlers get after input
-	// EOF before their contexts are cancelled (SPEC C4). Default 5 s.
+	// EOF before their contexts are cancelled (guarantee C4). Default 5 s.
 	EndOfStreamTimeout time.Duration
 	// ShutdownTimeout bounds the wait for cancelled handlers and is the
-	// no-progress deadline of the final output drain (SPEC C4, C5).
+	// no-progress deadline of the final output drain (guarantees C4, C5).
 	// Default 5 s.
 	ShutdownTimeout time.Duration
 	// InlineBudget is how long a handler may run on the reading goroutine
 	// before a new reader takes over input, leaving the handler to finish
 	// where it is. Short handlers thus cost no goroutine hand-off, and slow
-	// ones still run concurrently (SPEC C1). A negative value starts every
+	// ones still run concurrently (guarantee C1). A negative value starts every
 	// handler on its own goroutine. Default 100 µs.
 	InlineBudget time.Duration
 	// IsBarrier marks methods whose handler must finish before any later
-	// request or notification is dispatched (SPEC C2), such as legacy MCP
+	// request or notification is dispatched (guarantee C2), such as legacy MCP
 	// "initialize" or ACP's control requests. Responses and cancellations
 	// are still read while a barrier runs. Nil means no barriers.
 	IsBarrier func(method string) bool
@@ -113,7 +113,7 @@ type Options struct {
 	// behind a running barrier it runs under the connection's lock.
 	Admit func(req *Request) error
 	// RejectBatches answers every JSON array with one -32600 (id null), as
-	// MCP >= 2025-06-18 and ACP require (SPEC W6). Default: batches accepted.
+	// MCP >= 2025-06-18 and ACP require (guarantee W6). Default: batches accepted.
 	RejectBatches bool
 	// MaxBatchLength bounds the elements of one batch, so that a 16 MiB
 	// line of tiny elements cannot make the batch reply unbounded. A longer
@@ -134,7 +134,7 @@ type Options struct {
 	// still counted, logged and reported to OnViolation.
 	QuietOnBadInput bool
 	// Logger receives diagnostics. Nil means slog.Default(), which writes
-	// to standard error (SPEC C9); library code never writes to stdout.
+	// to standard error (guarantee C9); library code never writes to stdout.
 	Logger *slog.Logger
 	// FatalViolations ends the connection (Wait returns an error matching
 	// ErrProtocolViolation) at the first line that is not a valid message or

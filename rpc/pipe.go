@@ -2,7 +2,7 @@ package rpc
 
 import "io"
 
-// Pipe connects two Conns in memory over a pair of io.Pipes (SPEC W9): no
+// Pipe connects two Conns in memory over a pair of io.Pipes (guarantee W9): no
 // subprocess, no sockets. server serves the client's requests; client
 // (which may be nil) serves requests the server sends back. The client side
 // is quiet on bad input, as a client must be. Close either side to end both.

@@ -81,7 +81,7 @@ func TestRegressionHeldRequestIsNeverStranded(t *testing.T) {
 }
 
 // Bug: a write error found while flushing was recorded but nobody stopped
-// the connection (SPEC C6), so it kept reading and running handlers.
+// the connection (guarantee C6), so it kept reading and running handlers.
 func TestRegressionWriteErrorStopsTheConnection(t *testing.T) {
 	for _, budget := range []time.Duration{0, -1} {
 		synctest.Test(t, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestRegressionWriteErrorStopsTheConnection(t *testing.T) {
 }
 
 // Bug: Close during the end-of-stream grace waited out the grace instead of
-// skipping it (SPEC C6).
+// skipping it (guarantee C6).
 func TestRegressionCloseDuringGraceSkipsIt(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
 		w.Send(req(1, "sleep", `{"ms":60000}`))
@@ -183,7 +183,7 @@ func TestRegressionCloseOnASocketDrainsReplies(t *testing.T) {
 }
 
 // Bug: a broken notification (method present, no id) was answered with
-// -32600; notifications are never answered (SPEC W4).
+// -32600; notifications are never answered (guarantee W4).
 func TestRegressionBrokenNotificationsAreNotAnswered(t *testing.T) {
 	runWire(t, nil, nil, func(w *wire) {
 		got := w.Exchange(

@@ -11,7 +11,7 @@ import (
 )
 
 // Handler serves the requests and notifications a Conn receives. The
-// transport knows nothing about methods (SPEC W7): a registry such as Methods
+// transport knows nothing about methods (guarantee W7): a registry such as Methods
 // sits behind this interface.
 //
 // Handle runs with a context that is cancelled when the peer cancels the
@@ -20,7 +20,7 @@ import (
 // sent byte for byte) or the error becomes the response; an error that is or
 // wraps a *jsonrpc.Error is sent as it is, any other error as -32603 with
 // data.exception naming its Go type. For a notification both are discarded.
-// A panic is recovered and answered with -32603 (SPEC C10).
+// A panic is recovered and answered with -32603 (guarantee C10).
 type Handler interface {
 	Handle(ctx context.Context, req *Request) (result any, err error)
 }
@@ -95,7 +95,7 @@ func (r *Request) UnmarshalParams(v any) error {
 // ErrRequestSilenced is returned by Notify once the peer has cancelled the
 // request with a silencing cancellation, and ErrRequestAnswered once the
 // response has been queued: either way the notification would arrive after
-// the last message the peer expects for the request (SPEC W8, C8).
+// the last message the peer expects for the request (guarantees W8, C8).
 var (
 	ErrRequestSilenced = errors.New("rpc: request was cancelled by the peer")
 	ErrRequestAnswered = errors.New("rpc: request has already been answered")
@@ -104,7 +104,7 @@ var (
 // Notify sends a notification on behalf of the running request (progress,
 // log lines). It waits for room in the output queue, so notifications reach
 // the wire before the request's response and in the order they were sent
-// (SPEC W8). params follows the same rules as a handler's result; nil omits
+// (guarantee W8). params follows the same rules as a handler's result; nil omits
 // "params".
 func (r *Request) Notify(method string, params any) error {
 	msg, err := encodeNotification(method, params)

@@ -12,7 +12,7 @@ import (
 
 func leakCheckedMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestWireExchanges pins the answer to one line at a time (SPEC W1–W6, C10):
+// TestWireExchanges pins the answer to one line at a time (guarantees W1–W6, C10):
 // each case sends its lines and expects exactly the listed replies, in any
 // order; the server keeps serving afterwards (checked by a final echo).
 func TestWireExchanges(t *testing.T) {

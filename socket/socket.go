@@ -1,8 +1,7 @@
 // Package socket carries agentwire connections over Unix sockets and TCP
 // with the stdio framing unchanged: one newline-delimited JSON-RPC stream
-// per client, each with the full runtime of package rpc (SPEC T1; seed 001:
-// "a custom transport over a reliable byte stream should reuse the stdio
-// framing").
+// per client, each with the full runtime of package rpc (guarantee T1: a
+// transport over any other reliable byte stream reuses the stdio framing).
 //
 // Addresses are written unix:PATH or tcp:HOST:PORT. A Server accepts
 // clients until its context ends, then closes every connection (handler
@@ -10,6 +9,9 @@
 // returns once they are all done. A socket is both a connection's input and
 // its output: at the end of input its read half is shut and its write half
 // kept until the last replies are out.
+//
+// Numbers such as C3 cite the guarantees in the repository's
+// docs/guarantees.md.
 package socket
 
 import (

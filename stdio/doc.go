@@ -2,7 +2,7 @@
 // the MCP stdio transport.
 //
 // Standard output carries protocol messages only; diagnostics go to
-// standard error (SPEC C9). GuardStdout enforces that for code the server
+// standard error (guarantee C9). GuardStdout enforces that for code the server
 // author does not control: it keeps a private duplicate of file descriptor 1
 // for the protocol and points descriptor 1 at standard error, so a stray
 // fmt.Println, a library that logs to stdout, or a child process that
@@ -16,4 +16,7 @@
 // Input EOF (the client closing our stdin) starts the connection's graceful
 // shutdown; the caller waits for the connection and then exits, which is the
 // "exits promptly on EOF" that clients' shutdown ladders expect.
+//
+// Numbers such as C3 cite the guarantees in the repository's
+// docs/guarantees.md.
 package stdio

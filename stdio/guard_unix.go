@@ -14,7 +14,7 @@ var guardOnce struct {
 	f *os.File
 }
 
-// GuardStdout keeps stdout for protocol messages only (SPEC C9). It
+// GuardStdout keeps stdout for protocol messages only (guarantee C9). It
 // duplicates file descriptor 1 to a new descriptor (close-on-exec, so child
 // processes do not inherit it), returns that as the protocol stream, and
 // points descriptor 1 at standard error. After it, a stray fmt.Println in a

@@ -67,7 +67,7 @@ func runChild(t *testing.T, mode string) (stdout, stderr string) {
 	return out.String(), errb.String()
 }
 
-// The stdout guard (SPEC C9): whatever a handler prints goes to stderr, and
+// The stdout guard (guarantee C9): whatever a handler prints goes to stderr, and
 // stdout carries only the protocol.
 func TestGuardKeepsStdoutForProtocol(t *testing.T) {
 	if runtime.GOOS == "windows" {
