@@ -437,7 +437,20 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *params) (any
 		}
 		return r, nil
 	}
-	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (not available in protocol version %s)", req.Method, version)
+	// Say why: a feature this server lacks is not a method the version
+	// lacks (resources/list is part of 2026-07-28 all the same).
+	why := ""
+	switch req.Method {
+	case "resources/list", "resources/templates/list", "resources/read":
+		why = " (this server offers no resources)"
+	case "prompts/list", "prompts/get":
+		why = " (this server offers no prompts)"
+	case "completion/complete":
+		why = " (this server offers no completions)"
+	case methodPing, methodInitialize, "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
+		why = " (not available in protocol version " + version + ")"
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s%s", req.Method, why)
 }
 
 // modernResult adds what every 2026-07-28 result carries: resultType and

@@ -122,6 +122,13 @@ func TestModernMetaValidation(t *testing.T) {
 			`{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string"}}`},
 		{"removed method", `{"jsonrpc":"2.0","id":"p1","method":"ping","params":{` + meta + `}}`,
 			`{"jsonrpc":"2.0","id":"p1","error":{"code":-32601,"message":"method not found: ping (not available in protocol version 2026-07-28)"}}`},
+		// A feature the server lacks is not a method the version lacks.
+		{"feature the server lacks", `{"jsonrpc":"2.0","id":"r1","method":"resources/list","params":{` + meta + `}}`,
+			`{"jsonrpc":"2.0","id":"r1","error":{"code":-32601,"message":"method not found: resources/list (this server offers no resources)"}}`},
+		{"prompts the server lacks", `{"jsonrpc":"2.0","id":"r2","method":"prompts/get","params":{` + meta + `}}`,
+			`{"jsonrpc":"2.0","id":"r2","error":{"code":-32601,"message":"method not found: prompts/get (this server offers no prompts)"}}`},
+		{"unknown method", `{"jsonrpc":"2.0","id":"r3","method":"no/such","params":{` + meta + `}}`,
+			`{"jsonrpc":"2.0","id":"r3","error":{"code":-32601,"message":"method not found: no/such"}}`},
 		{"discover without meta", `{"jsonrpc":"2.0","id":4,"method":"server/discover"}`,
 			`{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"invalid params: server/discover needs _meta[\"io.modelcontextprotocol/protocolVersion\"] and _meta[\"io.modelcontextprotocol/clientCapabilities\"]"}}`},
 		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}]`,
