@@ -51,8 +51,8 @@ func TestCheckVerdicts(t *testing.T) {
 		{"legacy", nil, []string{"--era", "legacy"}, map[string]string{"era": "pass", "unknown method": "pass"}, 0},
 		{"silent legacy", []string{"--probe-timeout", "0.5s"}, []string{"--era", "legacy", "--legacy-silent"}, map[string]string{"era": "warn"}, 0},
 		{"slow tool", []string{"--slow-tool", "slow_report", "--slow-args", `{"steps":40,"delay_ms":50}`}, nil, map[string]string{"cancellation": "pass"}, 0},
-		{"chatty unguarded", []string{"--call-tools"}, []string{"--no-stdout-guard"}, map[string]string{"stdout hygiene": "fail", "call tools": "info"}, 1},
-		{"chatty guarded", []string{"--call-tools"}, nil, map[string]string{"stdout hygiene": "pass"}, 0},
+		{"chatty unguarded", []string{"--call-tools=all", "--skip-tools", "crash"}, []string{"--no-stdout-guard"}, map[string]string{"stdout hygiene": "fail", "call tools": "info"}, 1},
+		{"chatty guarded", []string{"--call-tools=all", "--skip-tools", "crash"}, nil, map[string]string{"stdout hygiene": "pass"}, 0},
 		{"ignores EOF", nil, []string{"--ignore-eof"}, map[string]string{"shutdown": "warn"}, 0},
 		{"ignores EOF and SIGTERM", nil, []string{"--ignore-eof", "--ignore-sigterm"}, map[string]string{"shutdown": "fail"}, 1},
 	}

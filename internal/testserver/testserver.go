@@ -15,12 +15,19 @@
 //	grandchild    starts a child process (mode sleeper) in its group, writes
 //	              "grandchild <pid>" to stderr, then serves
 //	sleeper       sleeps for a minute
+//	stubborn-tree like ignore-term (ignores stdin EOF and SIGTERM), and starts a
+//	              child (mode sleeper) in its group first, as grandchild does:
+//	              only SIGKILL to the group ends them both
+//	mcp-stubborn-tree the same as an MCP server (the example server, dual era,
+//	              conformance fixtures)
 //	stubborn      ignores cancellation: "sleep" always runs to the end
 //	recorder      like echo, and copies every line it receives to stderr
 //	mcp           the example MCP server (dual era)
 //	mcp-probe-exit a legacy MCP server that exits on any request before
 //	              initialize, like rmcp 1.7 does on a server/discover probe
 //	mcp-reply-exit the same, but it first answers the request with an error
+//
+// and the modes of checkmodes.go.
 package testserver
 
 import (
@@ -131,6 +138,24 @@ func serve(mode string) int {
 		conn.Wait()
 		time.Sleep(time.Hour)
 		return 0
+	case "stubborn-tree", "mcp-stubborn-tree":
+		signal.Ignore(syscall.SIGTERM)
+		if err := startSleeper(); err != nil {
+			return 1
+		}
+		var conn interface{ Wait() error }
+		var err error
+		if mode == "mcp-stubborn-tree" {
+			conn, err = seedserver.New(seedserver.Options{Fixtures: "conformance"}).ServeStdio(nil, nil)
+		} else {
+			conn, err = stdio.Serve(handler, opts, nil)
+		}
+		if err != nil {
+			return 1
+		}
+		conn.Wait()
+		time.Sleep(time.Hour)
+		return 0
 	case "grandchild":
 		self, _ := os.Executable()
 		cmd := exec.Command(self)
@@ -205,6 +230,9 @@ func serve(mode string) int {
 		}()
 		in = pr
 	default:
+		if code, ok := serveCheckMode(mode); ok {
+			return code
+		}
 		fmt.Fprintln(os.Stderr, "testserver: unknown mode", mode)
 		return 2
 	}
@@ -216,6 +244,20 @@ func serve(mode string) int {
 		return 1
 	}
 	return 0
+}
+
+// startSleeper starts a child in mode sleeper, in our process group, and
+// writes "grandchild <pid>" to stderr.
+func startSleeper() error {
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), Env+"=sleeper")
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start grandchild:", err)
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "grandchild %d\n", cmd.Process.Pid)
+	return nil
 }
 
 // firstStart reports whether this is the first start recorded in the state
