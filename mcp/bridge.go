@@ -444,7 +444,12 @@ func splitParams(raw json.RawMessage) (params, meta map[string]json.RawMessage, 
 	return params, meta, nil
 }
 
-func joinParams(params, meta map[string]json.RawMessage) json.RawMessage {
+// joinParams puts params and _meta back together. With neither there are
+// no params at all: the request goes out without "params" (tools/list from
+// a client that sent none, or sent only the _meta keys the bridge removes),
+// never with "params": null, which is not JSON-RPC and which TypeScript SDK
+// servers drop without an answer.
+func joinParams(params, meta map[string]json.RawMessage) any {
 	if len(meta) > 0 {
 		params["_meta"], _ = json.Marshal(meta)
 	}
@@ -452,7 +457,7 @@ func joinParams(params, meta map[string]json.RawMessage) json.RawMessage {
 		return nil
 	}
 	out, _ := json.Marshal(params)
-	return out
+	return json.RawMessage(out)
 }
 
 func rawOr(raw json.RawMessage, def string) json.RawMessage {

@@ -1163,7 +1163,7 @@ func (ex *exchange) serverRequestLocked(msg *jsonrpc.Message) error {
 	line := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	line = append(line, `,"method":`...)
 	line = append(line, msg.Method...)
-	if msg.Params != nil {
+	if msg.Params != nil && string(msg.Params) != "null" {
 		line = append(line, `,"params":`...)
 		line = append(line, msg.Params...)
 	}

@@ -83,15 +83,31 @@ func (c *Conn) encodeCall(method string, params any) (msg, id []byte, err error)
 	id = msg[start:len(msg):len(msg)]
 	msg = append(msg, jsonrpc.MidMethod...)
 	msg = jsonrpc.AppendString(msg, method)
-	if params != nil {
-		raw, err := jsonrpc.RawValue(params)
-		if err != nil {
-			return nil, nil, err
-		}
-		msg = append(msg, jsonrpc.MidParams...)
-		msg = append(msg, raw...)
+	msg, err = appendParams(msg, params)
+	if err != nil {
+		return nil, nil, err
 	}
 	return append(msg, '}'), id, nil
+}
+
+// appendParams appends ,"params":VALUE, or nothing when params is nil or
+// encodes as null (a nil json.RawMessage, map or pointer): when present,
+// params "MUST be a Structured value" (JSON-RPC 2.0, "Request object";
+// docs/guarantees.md#w2), and peers such as the TypeScript MCP SDK drop a
+// request whose params are null without answering it.
+func appendParams(msg []byte, params any) ([]byte, error) {
+	if params == nil {
+		return msg, nil
+	}
+	raw, err := jsonrpc.RawValue(params)
+	if err != nil {
+		return nil, err
+	}
+	if string(raw) == "null" {
+		return msg, nil
+	}
+	msg = append(msg, jsonrpc.MidParams...)
+	return append(msg, raw...), nil
 }
 
 func (c *Conn) dropPending(key string) {

@@ -104,8 +104,8 @@ var (
 // Notify sends a notification on behalf of the running request (progress,
 // log lines). It waits for room in the output queue, so notifications reach
 // the wire before the request's response and in the order they were sent
-// (guarantee W8). params follows the same rules as a handler's result; nil omits
-// "params".
+// (guarantee W8). params follows the same rules as a handler's result, except that
+// nil, or anything that encodes as null, omits "params".
 func (r *Request) Notify(method string, params any) error {
 	msg, err := encodeNotification(method, params)
 	if err != nil {
@@ -126,13 +126,9 @@ func encodeNotification(method string, params any) ([]byte, error) {
 	msg := make([]byte, 0, 64)
 	msg = append(msg, jsonrpc.PrefixMethod...)
 	msg = jsonrpc.AppendString(msg, method)
-	if params != nil {
-		raw, err := jsonrpc.RawValue(params)
-		if err != nil {
-			return nil, err
-		}
-		msg = append(msg, jsonrpc.MidParams...)
-		msg = append(msg, raw...)
+	msg, err := appendParams(msg, params)
+	if err != nil {
+		return nil, err
 	}
 	return append(msg, '}'), nil
 }
