@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,6 +82,40 @@ type checkOptions struct {
 	token          string
 }
 
+const checkHelp = `usage: agentwire check [flags] -- CMD [ARGS...]
+       agentwire check [flags] --url URL
+
+Runs a fixed battery against an MCP server, from the outside, and prints one
+row per check: its result, what was seen (the evidence) and the rule.
+Results: pass, warn, fail, info, and "not run" (the probe could not run; the
+evidence says why; never counted against the server). Exit 0 when nothing
+failed, 1 when something did, 2 on bad usage.
+
+A stdio server (CMD) gets: era (server/discover, then initialize), unknown
+method, a line that is not JSON, a 1 MiB request, two requests in flight,
+with --call-tools each tool called, cancellation, stdout hygiene over the
+whole run, stderr use and the shutdown ladder. Every probe starts on a
+server that has just answered: a probe that kills or hangs it is blamed
+once, with the exit status and the last stderr line, and a fresh process
+runs the rest (a "restart" row says so; after 2, the rest is not run). A
+command that never starts gets "not run" for everything but the era.
+
+--call-tools calls only the tools annotated readOnlyHint: true (a tool
+without annotations is presumed destructive), with arguments filled from
+the input schema; --call-tools=all also calls the others (with a warning:
+they may write, delete or reach the network); --skip-tools names tools
+never to call. A tool that outlasts --tool-timeout is cancelled: a warning
+if the server goes on answering. input_required is an answer.
+
+A Streamable HTTP server (--url) gets: era, status codes (a body that is
+not JSON, GET, an unknown method, a notification), header mirroring
+(2026-07-28: Mcp-Method, MCP-Protocol-Version, Mcp-Name against the body),
+Origin (a foreign one must get 403), cancellation by disconnect (with
+--slow-tool) and subscriptions/listen (2026-07-28).
+
+Flags:
+`
+
 // runCheck is `agentwire check`: a fixed battery against a stdio MCP
 // server (or, with --url, a Streamable HTTP one), from the outside, for
 // people who run servers they did not write.
@@ -101,7 +136,16 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	skip := fs.String("skip-tools", "", "with --call-tools: comma-separated tools never to call")
 	url := fs.String("url", "", "check a Streamable HTTP server at this URL instead of starting a command")
 	fs.StringVar(&o.token, "token", "", "with --url: the bearer token to send")
+	fs.Usage = func() {} // the error is printed by fs, the help below
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, checkHelp)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprint(stderr, checkHelp[:strings.Index(checkHelp, "\n\n")+1])
+		fmt.Fprintln(stderr, "(agentwire check --help for the checks and the flags)")
 		return 2
 	}
 	argv := fs.Args()
