@@ -141,6 +141,7 @@ type httpTransport struct {
 	bg             sync.WaitGroup // cancellations and replies sent in the background
 	late           sync.Map       // responses that arrived on another stream, by id
 	inflight       sync.Map       // ids of calls waiting for their response
+	failCall       sync.Map       // id -> context.CancelCauseFunc ending that call with an error
 	standaloneOnce sync.Once
 
 	mu          sync.Mutex
@@ -381,8 +382,14 @@ func (t *httpTransport) encode(id jsonrpc.ID, method string, params any) (msg, r
 		if err != nil {
 			return nil, nil, err
 		}
-		msg = append(msg, `,"params":`...)
-		msg = append(msg, rawParams...)
+		if string(rawParams) == "null" {
+			// "params": null is not JSON-RPC, and TypeScript SDK servers
+			// drop such a request unanswered: params is left out.
+			rawParams = nil
+		} else {
+			msg = append(msg, `,"params":`...)
+			msg = append(msg, rawParams...)
+		}
 	}
 	return append(msg, '}'), rawParams, nil
 }
@@ -424,6 +431,11 @@ func (t *httpTransport) call(ctx context.Context, method string, params any, onI
 
 	res, err := t.once(ctx, method, params, onID)
 	var hse *HTTPStatusError
+	var refused *AnswerRefusedError
+	if errors.As(err, &refused) {
+		// The call ran on the server: it is not sent again.
+		return nil, err
+	}
 	if err != nil && errors.As(err, &hse) && hse.StatusCode == http.StatusNotFound && method != methodInitialize && t.dropSession() {
 		// "The server MAY terminate the session at any time, after which
 		// it MUST respond to requests containing that session ID with HTTP
@@ -467,10 +479,16 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 	if onID != nil {
 		onID(id)
 	}
+	// A server request on this call's stream whose answer the server
+	// refuses ends the call with that refusal (see reply).
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	t.inflight.Store(string(id), struct{}{})
+	t.failCall.Store(string(id), fail)
 	defer func() {
 		t.inflight.Delete(string(id))
 		t.late.Delete(string(id))
+		t.failCall.Delete(string(id))
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(msg))
 	if err != nil {
@@ -721,7 +739,7 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 	case jsonrpc.KindRequest:
 		// A legacy server asking us something (sampling, elicitation,
 		// roots): answered on a POST of its own.
-		t.reply(jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
+		t.reply(id, jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		if string(msg.ID) != string(id) {
 			// A legacy server may answer a call on another stream (its
@@ -737,10 +755,31 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 	return nil, false, nil
 }
 
+// AnswerRefusedError ends a call when the server asked something on the
+// call's event stream and then did not accept the answer: the POST that
+// carried it got a status other than 200 or 202 (a stateless mcp-go server
+// answers 400: it has no session to route the answer to), or no response
+// at all. The server will not go on with the call, so waiting for its
+// result would only end at the caller's deadline. Err is the
+// *HTTPStatusError, or an ErrHTTPTransport error.
+type AnswerRefusedError struct {
+	Method string // the server's request: sampling/createMessage, elicitation/create, ...
+	Err    error
+}
+
+func (e *AnswerRefusedError) Error() string {
+	return fmt.Sprintf("mcp: the server did not accept the answer to its %s request: %v", e.Method, e.Err)
+}
+
+func (e *AnswerRefusedError) Unwrap() error { return e.Err }
+
 // reply answers a server request in the background: ping with {} ("The
 // receiver MUST respond promptly with an empty response"), anything else
-// with -32601.
-func (t *httpTransport) reply(id jsonrpc.ID, method string, params json.RawMessage) {
+// through OnInput, or with -32601 without it. call is the id of the call
+// on whose stream the request came ("" for the standalone stream): when
+// the server refuses the answer, that call fails with an
+// *AnswerRefusedError.
+func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.RawMessage) {
 	t.goBackground(func() {
 		var body []byte
 		var res any
@@ -772,8 +811,20 @@ func (t *httpTransport) reply(id jsonrpc.ID, method string, params json.RawMessa
 			return
 		}
 		t.setHeaders(req, "", nil)
-		if resp, err := t.opts.Client.Do(req); err == nil {
+		var refused error
+		if resp, err := t.opts.Client.Do(req); err != nil {
+			refused = fmt.Errorf("%w: %v", ErrHTTPTransport, err)
+		} else {
+			if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+				refused = t.statusError(resp)
+			}
 			resp.Body.Close()
+		}
+		if refused == nil || call == "" {
+			return
+		}
+		if f, ok := t.failCall.Load(string(call)); ok {
+			f.(context.CancelCauseFunc)(&AnswerRefusedError{Method: method, Err: refused})
 		}
 	})
 }
