@@ -183,18 +183,30 @@ func (s *Server) notifyLocked(kind string) {
 
 // AddTool registers a tool whose arguments are decoded into In. When the
 // tool has no InputSchema, one is inferred from In (see SchemaFor).
-// Arguments that do not decode are reported to the model as an error
-// result.
+//
+// The arguments are checked against the InputSchema the tool publishes
+// before h runs: required members, types, properties and items at any
+// depth, additionalProperties, enum and const; other keywords are not
+// checked.
+// Arguments that do not conform, or do not decode into In, are answered
+// with an error result (isError) that says what was wrong, one sentence
+// per problem, so that the model can correct its call; h is not called.
 func AddTool[In any](s *Server, t Tool, h func(ctx context.Context, req *ToolRequest, in In) (*ToolResult, error)) {
 	if len(t.InputSchema) == 0 {
 		var zero In
 		t.InputSchema = SchemaFor(zero)
 	}
+	schema := compileArgSchema(t.InputSchema)
 	s.AddTool(t, func(ctx context.Context, req *ToolRequest) (*ToolResult, error) {
 		var in In
 		args := req.Arguments
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
+		}
+		if schema != nil {
+			if problems := schema.check(args); len(problems) > 0 {
+				return ErrorResult(fmt.Sprintf("invalid arguments for %s: %s.", t.Name, strings.Join(problems, "; "))), nil
+			}
 		}
 		if err := json.Unmarshal(args, &in); err != nil {
 			return ErrorResult(fmt.Sprintf("invalid arguments for %s: %v", t.Name, err)), nil
