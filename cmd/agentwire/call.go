@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/agentwire/agentwire/client"
@@ -35,14 +37,16 @@ type callReport struct {
 
 // runCall is `agentwire call`: start a stdio server, send one request,
 // print the result (exit 0) or the error object (exit 1), shut the server
-// down with the ladder; a transport failure exits 2.
+// down with the ladder; a transport failure exits 2, a request for input
+// nothing answered 3, a signal 128+N (after the ladder and the report).
 func runCall(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("call", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	method := fs.String("method", "", "the request's method (default tools/list, or ping with --era none)")
+	fs := newFlags("call")
+	method := fs.String("method", "", "the request's method (default tools/list; required with --era none)")
 	params := fs.String("params", "", "the request's params, as JSON")
 	tool := fs.String("tool", "", "call this tool (tools/call)")
 	toolArgs := fs.String("args", "{}", "the tool's arguments, as JSON (with --tool)")
+	input := fs.String("input", "", `answers to what the server asks (elicitation, sampling, roots), as JSON keyed by method, e.g. {"elicitation/create":{"name":"Ann"}}`)
+	inputFile := fs.String("input-file", "", "the same, read from a file")
 	era := fs.String("era", "auto", "auto, modern, legacy, or none (plain JSON-RPC, no handshake)")
 	probeTimeout := fs.Duration("probe-timeout", mcp.DefaultProbeTimeout, "how long the server/discover probe may take")
 	allowance := fs.Duration("startup-allowance", mcp.DefaultProcessStartupAllowance,
@@ -55,9 +59,10 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	connect := fs.String("connect", "", "talk to a server listening on unix:PATH or tcp:HOST:PORT instead of starting one")
 	url := fs.String("url", "", "talk to a Streamable HTTP server at this URL instead of starting one")
 	token := fs.String("token", "", "the bearer token to send with --url")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args, callSynopsis, stdout, stderr); done {
+		return code
 	}
+	bad := func(format string, a ...any) int { return usageError(stderr, "call", callSynopsis, format, a...) }
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["probe-timeout"] && !set["startup-allowance"] {
@@ -72,32 +77,26 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if given == 0 {
-		fmt.Fprintln(stderr, "agentwire call: missing the server command (agentwire call [flags] -- CMD [ARGS...]), --connect ADDR or --url URL")
-		return 2
+		return bad("missing the server command (-- CMD [ARGS...]), --connect ADDR or --url URL")
 	}
 	if given > 1 {
-		fmt.Fprintln(stderr, "agentwire call: give one of a server command, --connect and --url")
-		return 2
+		return bad("give one of a server command, --connect and --url")
 	}
 	if *url != "" && *era == "none" {
-		fmt.Fprintln(stderr, "agentwire call: --url speaks MCP over Streamable HTTP; --era none is for stdio and sockets")
-		return 2
+		return bad("--url speaks MCP over Streamable HTTP; --era none is for stdio and sockets")
 	}
 	if *token != "" && *url == "" {
-		fmt.Fprintln(stderr, "agentwire call: --token goes with --url")
-		return 2
+		return bad("--token goes with --url")
 	}
 	var p any
 	if *params != "" {
 		if !json.Valid([]byte(*params)) {
-			fmt.Fprintf(stderr, "agentwire call: --params is not valid JSON: %s\n", *params)
-			return 2
+			return bad("--params is not valid JSON: %s", cutLine(*params, 200))
 		}
 		p = json.RawMessage(*params)
 	}
 	if *timeout <= 0 || *grace <= 0 || *probeTimeout <= 0 || *connectTimeout <= 0 {
-		fmt.Fprintln(stderr, "agentwire call: --timeout, --connect-timeout, --grace and --probe-timeout must be positive")
-		return 2
+		return bad("--timeout, --connect-timeout, --grace and --probe-timeout must be positive")
 	}
 	mode := mcp.Auto
 	switch *era {
@@ -108,31 +107,67 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		mode = mcp.Legacy
 	case "none":
 	default:
-		fmt.Fprintf(stderr, "agentwire call: bad --era %q (auto, modern, legacy or none)\n", *era)
-		return 2
+		return bad("bad --era %q (auto, modern, legacy or none)", *era)
+	}
+	if set["args"] && *tool == "" {
+		return bad("--args goes with --tool (for another method, give --params)")
 	}
 	if *tool != "" {
-		if *era == "none" {
-			fmt.Fprintln(stderr, "agentwire call: --tool needs an MCP era (not --era none)")
-			return 2
-		}
-		if !json.Valid([]byte(*toolArgs)) {
-			fmt.Fprintf(stderr, "agentwire call: --args is not valid JSON: %s\n", *toolArgs)
-			return 2
+		switch {
+		case *era == "none":
+			return bad("--tool needs an MCP era (not --era none)")
+		case *method != "":
+			return bad("--tool calls tools/call: it does not combine with --method")
+		case *params != "":
+			return bad("--tool builds the params from --args: it does not combine with --params")
+		case !json.Valid([]byte(*toolArgs)):
+			return bad("--args is not valid JSON: %s", cutLine(*toolArgs, 200))
 		}
 		*method = "tools/call"
 		p = map[string]any{"name": *tool, "arguments": json.RawMessage(*toolArgs)}
 	}
 	if *method == "" {
-		*method = "tools/list"
 		if *era == "none" {
-			*method = "ping"
+			// Plain JSON-RPC has no method every server answers.
+			return bad("--era none needs --method (plain JSON-RPC has no method every server has; serve echo answers echo and sleep)")
 		}
+		*method = "tools/list"
+	}
+	in := &callInput{}
+	if *input != "" || *inputFile != "" {
+		if *input != "" && *inputFile != "" {
+			return bad("--input and --input-file exclude each other")
+		}
+		if *era == "none" {
+			return bad("--input answers MCP requests; --era none has none")
+		}
+		b := []byte(*input)
+		if *inputFile != "" {
+			var err error
+			if b, err = os.ReadFile(*inputFile); err != nil {
+				return bad("--input-file: %v", err)
+			}
+		}
+		var err error
+		if in.given, err = parseInput(b); err != nil {
+			return bad("--input: %v", err)
+		}
+	}
+	if *era != "none" && stdinTerminal() {
+		in.term = &prompter{in: os.Stdin, out: stderr}
 	}
 	logger, ok := newLogger(*logLevel, stderr)
 	if !ok {
-		fmt.Fprintf(stderr, "agentwire call: bad --log-level %q\n", *logLevel)
-		return 2
+		return bad("bad --log-level %q", *logLevel)
+	}
+
+	// From here on a signal stops the call cleanly: the first runs the
+	// ladder and writes the report, a second kills the server's group.
+	intr := watchInterrupts()
+	defer intr.stop()
+	interrupted := func() int {
+		fmt.Fprintf(stderr, "agentwire call: interrupted by %s\n", signalName(intr.signal()))
+		return intr.code()
 	}
 
 	var cmd process.Command
@@ -148,13 +183,19 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	var call func() (json.RawMessage, error)
 	var sock net.Conn
 	if *connect != "" {
-		dctx, dcancel := context.WithTimeout(context.Background(), *connectTimeout)
+		dctx, dcancel := context.WithTimeout(intr.ctx, *connectTimeout)
 		var err error
 		sock, err = socket.Dial(dctx, *connect)
 		dcancel()
+		if _, ok := interruptedBy(intr.ctx); ok {
+			if sock != nil {
+				sock.Close()
+			}
+			return interrupted()
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "agentwire call:", err)
-			return 2
+			return exitTransport
 		}
 	}
 	if *era == "none" {
@@ -163,7 +204,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 			c = client.New(sock, sock, transport)
 		} else if c, err = client.Start(cmd, transport); err != nil {
 			fmt.Fprintln(stderr, "agentwire call:", err)
-			return 2
+			return exitTransport
 		}
 		call = func() (json.RawMessage, error) { return c.Call(ctx, *method, p) }
 		closeSession = c.Close
@@ -179,23 +220,32 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 				return mcp.ConnectHTTP(ctx, *url, o, &mcp.HTTPClientOptions{Token: *token})
 			}
 		}
-		sess, err := start(context.Background(), cmd, &mcp.ClientOptions{
+		sess, err := start(intr.ctx, cmd, &mcp.ClientOptions{
 			ConnectTimeout: *connectTimeout,
 			Mode:           mode, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
 			Transport: transport, Info: mcp.Implementation{Name: "agentwire-call", Version: "1"},
+			Capabilities: in.capabilities(), OnInput: in.answer,
 		})
 		var ce *mcp.ConnectError
 		if errors.As(err, &ce) {
-			fmt.Fprintln(stderr, "agentwire call:", err)
+			code := exitTransport
+			if _, ok := interruptedBy(intr.ctx); ok {
+				code = interrupted()
+			} else {
+				fmt.Fprintln(stderr, "agentwire call:", errorText(err, *report))
+			}
 			rep.Era, rep.Probe, rep.ConnectMS = "", string(ce.Probe), ce.Duration.Milliseconds()
 			if *report {
 				writeReport(stderr, rep, ce.Client, ce.Shutdown)
 			}
-			return 2
+			return code
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, "agentwire call:", err)
-			return 2
+			if _, ok := interruptedBy(intr.ctx); ok {
+				return interrupted()
+			}
+			fmt.Fprintln(stderr, "agentwire call:", errorText(err, false))
+			return exitTransport
 		}
 		c = sess.Client()
 		closeSession = sess.Close
@@ -203,24 +253,40 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		rep.ConnectMS = sess.ConnectDuration().Milliseconds()
 		call = func() (json.RawMessage, error) { return sess.Request(ctx, *method, p) }
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	if c != nil {
+		if proc := c.Process(); proc != nil {
+			defer intr.onSecond(proc.Kill)()
+		}
+	}
+	tctx, cancel := context.WithTimeout(intr.ctx, *timeout)
+	ctx, stopCall := context.WithCancel(tctx)
+	in.mu.Lock()
+	in.stop = stopCall
+	in.mu.Unlock()
 	res, err := call()
+	stopCall()
 	cancel()
 
-	code := 0
+	code := exitOK
 	var rpcErr *jsonrpc.Error
-	switch {
+	_, wasInterrupted := interruptedBy(intr.ctx)
+	switch missing := in.unansweredRequest(); {
+	case wasInterrupted:
+		code = interrupted()
+	case missing != "":
+		fmt.Fprintln(stderr, inputHelp(missing))
+		code = exitInput
 	case err == nil:
 		fmt.Fprintf(stdout, "%s\n", res)
 	case errors.As(err, &rpcErr):
 		fmt.Fprintf(stdout, "%s\n", jsonrpc.AppendError(nil, rpcErr))
-		code = 1
+		code = exitFailure
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "agentwire call: no response to %s within %v\n", *method, *timeout)
-		code = 2
+		code = exitTransport
 	default:
-		fmt.Fprintln(stderr, "agentwire call:", err)
-		code = 2
+		fmt.Fprintln(stderr, "agentwire call:", errorText(err, *report))
+		code = exitTransport
 	}
 
 	shut := closeSession()
@@ -228,6 +294,17 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		writeReport(stderr, rep, c, shut)
 	}
 	return code
+}
+
+// errorText is err's message for stderr, bounded: a server's stderr tail
+// in it is cut to its first and last lines, each line to a terminal's
+// width or so, and left out entirely when the report carries it.
+func errorText(err error, reported bool) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "; stderr tail:\n"); i >= 0 && reported {
+		return msg[:i] + " (its stderr tail is in the report)"
+	}
+	return boundText(msg)
 }
 
 // writeReport completes rep from the client and the shutdown and writes it
@@ -250,7 +327,8 @@ func writeReport(w io.Writer, rep callReport, c *client.Client, shut process.Shu
 		rep.StderrTail = p.StderrTail()
 	}
 	var lost *client.ConnectionLostError
-	if st.Restarts > 0 && errors.As(c.LastLoss(), &lost) && lost.Exit != nil && lost.Exit.StderrTail != "" {
+	if st.Restarts > 0 && errors.As(c.LastLoss(), &lost) && lost.Exit != nil && lost.Exit.StderrTail != "" &&
+		lost.Exit.StderrTail != rep.StderrTail { // a server that fails the same way twice is quoted once
 		rep.StderrTail = lost.Exit.StderrTail + rep.StderrTail
 	}
 	b, _ := json.Marshal(rep)

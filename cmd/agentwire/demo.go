@@ -21,12 +21,15 @@ import (
 // against `agentwire serve mcp` variants started as real subprocesses.
 // `agentwire demo wire` shows a raw JSON-RPC session instead.
 func runDemo(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) || len(args) > 1 && args[0] == "wire" && isHelp(args[1]) {
+		fmt.Fprint(stdout, demoSynopsis+demoHelp)
+		return exitOK
+	}
 	if len(args) > 0 && args[0] == "wire" {
 		return runWireDemo(args[1:], stdout, stderr)
 	}
 	if len(args) > 0 {
-		fmt.Fprintf(stderr, "agentwire demo: unknown argument %q (try: agentwire demo, agentwire demo wire)\n", args[0])
-		return 2
+		return usageError(stderr, "demo", demoSynopsis, "unknown argument %q", cutLine(args[0], 80))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -47,6 +50,16 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		time.Since(start).Seconds())
 	return 0
 }
+
+// demoHelp follows the synopsis in `agentwire demo --help`.
+const demoHelp = `
+  agentwire demo        five stdio experiments, measured live against agentwire serve mcp
+                        subprocesses: stdout pollution, a crash and restart, the shutdown
+                        ladder, cancellation, the era probe
+  agentwire demo wire   a raw JSON-RPC session with the echo server
+
+Exit status: 0 done, 1 a step failed, 2 usage error.
+`
 
 type demo struct {
 	self string

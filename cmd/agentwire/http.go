@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentwire/agentwire/client"
@@ -154,18 +152,16 @@ func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*mcp.HTTPOpti
 }
 
 // serveHTTP serves h on addr until SIGINT or SIGTERM, then ends event
-// streams and waits (bounded) for requests in flight. h.Serve applies the
-// connection limits (cap, header and idle timeouts, header size); the
-// descriptors they are sized by are the hard limit, to which Go raises the
-// soft RLIMIT_NOFILE at start.
-func serveHTTP(what, addr string, h *mcp.HTTPHandler, stderr io.Writer, logger *slog.Logger) int {
+// streams and waits (bounded, and cut short by a second signal) for
+// requests in flight. h.Serve applies the connection limits (cap, header
+// and idle timeouts, header size); the descriptors they are sized by are
+// the hard limit, to which Go raises the soft RLIMIT_NOFILE at start.
+func serveHTTP(what, addr string, h *mcp.HTTPHandler, stderr io.Writer, logger *slog.Logger, intr *interrupts) int {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "agentwire %s: %v\n", what, err)
-		return 1
+		return exitFailure
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// The endpoint's URL goes to stderr, so that a caller that asked for
 	// port 0 learns the port.
 	fmt.Fprintf(stderr, "agentwire %s: serving MCP over Streamable HTTP at http://%s%s\n", what, ln.Addr(), mcp.DefaultPath)
@@ -174,54 +170,61 @@ func serveHTTP(what, addr string, h *mcp.HTTPHandler, stderr io.Writer, logger *
 	select {
 	case err := <-served:
 		fmt.Fprintf(stderr, "agentwire %s: %v\n", what, err)
-		return 1
-	case <-ctx.Done():
+		return exitFailure
+	case <-intr.ctx.Done():
 	}
+	fmt.Fprintf(stderr, "agentwire %s: %s: stopping (a second signal cuts it short)\n", what, signalName(intr.signal()))
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	defer intr.onSecond(cancel)()
 	if err := h.Shutdown(sctx); err != nil {
 		logger.Warn("shutdown cut short", "error", err)
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("serving ended", "error", err)
 	}
-	return 0
+	return exitOK
 }
 
 // runBridge is `agentwire bridge --http ADDR -- CMD [ARGS...]`: one stdio
 // MCP server, started once and restarted if it crashes, served to every
 // Streamable HTTP client of either era.
-func runBridge(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runBridge(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("bridge")
 	addr := fs.String("http", "", "serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1)")
 	hf := addHTTPFlags(fs)
 	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the server's shutdown ladder")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args, bridgeSynopsis, stdout, stderr); done {
+		return code
 	}
+	bad := func(format string, a ...any) int { return usageError(stderr, "bridge", bridgeSynopsis, format, a...) }
 	argv := fs.Args()
-	if *addr == "" || len(argv) == 0 {
-		fmt.Fprintln(stderr, "agentwire bridge: usage: agentwire bridge --http [HOST:]PORT [--token-file F] [--allow-origin O] -- CMD [ARGS...]")
-		return 2
+	switch {
+	case *addr == "" && len(argv) == 0:
+		return bad("missing --http [HOST:]PORT and the server command")
+	case *addr == "":
+		return bad("missing --http [HOST:]PORT")
+	case len(argv) == 0:
+		return bad("missing the server command (-- CMD [ARGS...])")
 	}
 	logger, ok := newLogger(*logLevel, stderr)
 	if !ok {
-		fmt.Fprintf(stderr, "agentwire bridge: bad --log-level %q\n", *logLevel)
-		return 2
+		return bad("bad --log-level %q", *logLevel)
 	}
 	listenAddr, err := httpAddress(*addr)
 	if err != nil {
-		fmt.Fprintln(stderr, "agentwire bridge:", err)
-		return 2
+		return bad("%v", err)
 	}
 	opts, err := hf.httpOptions(listenAddr, logger)
 	if err != nil {
-		fmt.Fprintln(stderr, "agentwire bridge:", err)
-		return 2
+		return bad("%v", err)
 	}
-	sess, err := mcp.StartServer(context.Background(), process.Command{Path: argv[0], Args: argv[1:]}, &mcp.ClientOptions{
+	// The first signal stops serving and runs the ladder on the server; a
+	// second one cuts the HTTP shutdown short and kills the server's group.
+	intr := watchInterrupts()
+	defer intr.stop()
+	sess, err := mcp.StartServer(intr.ctx, process.Command{Path: argv[0], Args: argv[1:]}, &mcp.ClientOptions{
 		Info: mcp.Implementation{Name: "agentwire-bridge", Version: "1"},
 		Transport: &client.Options{
 			Logger:  logger,
@@ -230,12 +233,28 @@ func runBridge(args []string, stderr io.Writer) int {
 			Restart: &client.RestartPolicy{MaxRestarts: math.MaxInt32},
 		},
 	})
-	if err != nil {
-		fmt.Fprintln(stderr, "agentwire bridge:", err)
-		return 1
+	if _, ok := interruptedBy(intr.ctx); ok && err != nil {
+		fmt.Fprintf(stderr, "agentwire bridge: interrupted by %s\n", signalName(intr.signal()))
+		return intr.code()
 	}
-	defer sess.Close()
+	if err != nil {
+		fmt.Fprintln(stderr, "agentwire bridge:", errorText(err, false))
+		return exitFailure
+	}
+	defer intr.onSecond(func() {
+		if p := sess.Client().Process(); p != nil {
+			p.Kill()
+		}
+	})()
+	defer func() {
+		sess.Close()
+		// A server restarted while a second signal killed its predecessor
+		// has had the ladder too; nothing of its group is left.
+		if p := sess.Client().Process(); p != nil {
+			p.KillGroup()
+		}
+	}()
 	logger.Info("bridging", "server", argv[0], "era", sess.Era(), "version", sess.ProtocolVersion())
 	h := mcp.NewBridge(sess).HTTPHandler(opts)
-	return serveHTTP("bridge", listenAddr, h, stderr, logger)
+	return serveHTTP("bridge", listenAddr, h, stderr, logger, intr)
 }

@@ -140,13 +140,13 @@ Exit status of call: 0 result, 1 JSON-RPC error, 2 transport failure or bad usag
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
 	}
 	switch args[0] {
 	case "demo":
 		return runDemo(args[1:], stdout, stderr)
 	case "serve":
-		return runServe(args[1:], stderr)
+		return runServe(args[1:], stdout, stderr)
 	case "call":
 		return runCall(args[1:], stdout, stderr)
 	case "check":
@@ -154,12 +154,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "tap":
 		return runTap(args[1:], os.Stdin, stdout, stderr)
 	case "bridge":
-		return runBridge(args[1:], stderr)
-	case "help", "-h", "--help":
+		return runBridge(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
-		return 0
+		return exitOK
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "agentwire", version())
+		return exitOK
 	default:
-		fmt.Fprintf(stderr, "agentwire: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		fmt.Fprintf(stderr, "agentwire: unknown command %q\nusage: agentwire demo|serve|call|check|tap|bridge|help|--version ...\n(agentwire help for the commands and their flags)\n", cutLine(args[0], 80))
+		return exitUsage
 	}
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -22,14 +19,20 @@ import (
 	"github.com/agentwire/agentwire/stdio"
 )
 
-func runServe(args []string, stderr io.Writer) int {
+func runServe(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, serveSynopsis+serveHelp)
+		return exitOK
+	}
 	if len(args) == 0 || (args[0] != "echo" && args[0] != "mcp" && args[0] != "acp") {
-		fmt.Fprintf(stderr, "agentwire serve: expected a server name (echo, mcp or acp)\n\n%s", usage)
-		return 2
+		what := "missing the server name"
+		if len(args) > 0 {
+			what = fmt.Sprintf("unknown server %q", cutLine(args[0], 80))
+		}
+		return usageError(stderr, "serve", serveSynopsis, "%s (echo, mcp or acp)", what)
 	}
 	name := args[0]
-	fs := flag.NewFlagSet("serve "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("serve " + name)
 	maxConcurrent := fs.Int("max-concurrent", rpc.DefaultMaxConcurrentRequests, "handlers running at once")
 	maxMessage := fs.Int("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted line in bytes")
 	grace := fs.Duration("grace", rpc.DefaultEndOfStreamTimeout, "end-of-stream grace for running handlers")
@@ -54,12 +57,12 @@ func runServe(args []string, stderr io.Writer) int {
 		noGuard = fs.Bool("no-stdout-guard", false, "let tools write to stdout (chatty pollutes the stream)")
 		demoTools = fs.Bool("demo-tools", false, "with --http: offer crash too, which ends the server (left out over HTTP otherwise)")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	synopsis := "usage: agentwire serve " + name + " [flags]\n"
+	if code, done := parseFlags(fs, args[1:], synopsis, stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "agentwire serve %s: unexpected argument %q\n", name, fs.Arg(0))
-		return 2
+		return usageError(stderr, "serve "+name, synopsis, "unexpected argument %q", cutLine(fs.Arg(0), 80))
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(strings.ToUpper(*logLevel))); err != nil {
@@ -111,7 +114,9 @@ func runServe(args []string, stderr io.Writer) int {
 		// asked for.
 		so := mcp.ServerOptions{Logger: logger, Era: eraOf(*era)}
 		h := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools}).HTTPHandler(o)
-		return serveHTTP("serve mcp", addr, h, stderr, logger)
+		intr := watchInterrupts()
+		defer intr.stop()
+		return serveHTTP("serve mcp", addr, h, stderr, logger, intr)
 	}
 	if hf != nil {
 		given := hf.given()
@@ -207,12 +212,27 @@ func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base 
 		fmt.Fprintf(stderr, "agentwire serve %s: %v\n", name, err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	logger.Info("listening", "address", addr)
-	if err := (&socket.Server{NewConn: newConn}).Serve(ctx, l); err != nil {
+	intr := watchInterrupts()
+	defer intr.stop()
+	// Say where: with tcp:HOST:0 the port is known only now.
+	fmt.Fprintf(stderr, "agentwire serve %s: listening on %s:%s\n", name, l.Addr().Network(), l.Addr())
+	if err := (&socket.Server{NewConn: newConn}).Serve(intr.ctx, l); err != nil {
 		fmt.Fprintf(stderr, "agentwire serve %s: %v\n", name, err)
-		return 1
+		return exitFailure
 	}
-	return 0
+	return exitOK
 }
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help" }
+
+// serveHelp follows the synopsis in `agentwire serve --help`.
+const serveHelp = `
+  echo   the echo test server (methods echo and sleep)
+  mcp    the example MCP server, both protocol eras
+  acp    the example ACP agent
+
+On stdin/stdout, or on a socket with --listen unix:PATH|tcp:HOST:PORT (serve mcp
+also over Streamable HTTP with --http [HOST:]PORT). Run agentwire serve NAME --help
+for the flags of each.
+`

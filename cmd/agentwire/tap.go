@@ -4,17 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/process"
 )
 
 // tapLogLineLimit bounds what the tap keeps of one line for logging; the
@@ -25,16 +24,18 @@ const tapLogLineLimit = 16 << 20
 // server. Bytes pass through unchanged and at once in both directions;
 // every line is logged as JSON Lines on the side.
 func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tap", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("tap")
 	logPath := fs.String("log", "", "write the JSON Lines log to FILE (default: standard error)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the shutdown ladder run on SIGINT/SIGTERM/SIGHUP")
+	if code, done := parseFlags(fs, args, tapSynopsis, stdout, stderr); done {
+		return code
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		fmt.Fprintln(stderr, "agentwire tap: missing the server command (agentwire tap [--log FILE] -- CMD [ARGS...])")
-		return 2
+		return usageError(stderr, "tap", tapSynopsis, "missing the server command")
+	}
+	if *grace <= 0 {
+		return usageError(stderr, "tap", tapSynopsis, "--grace must be positive")
 	}
 	logOut := stderr
 	if *logPath != "" {
@@ -60,6 +61,11 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	ownGroup(cmd)
+	// Signals are watched before the server starts, so that none ends the
+	// tap without the ladder.
+	intr := watchInterrupts()
+	defer intr.stop()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(stderr, "agentwire tap:", err)
 		return 127
@@ -69,15 +75,15 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	errW.Close()
 	log.event(map[string]any{"event": "start", "pid": cmd.Process.Pid, "argv": argv})
 
-	// Signals go to the server; its exit ends the tap.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer close(sigs)
-	defer signal.Stop(sigs)
+	// The server's exit ends the tap. The first signal runs the ladder on
+	// it (close its stdin, SIGTERM its group, SIGKILL), a second one kills
+	// the group at once.
+	defer intr.onSecond(func() { killGroup(cmd) })()
+	exited := make(chan struct{})
+	var err error
 	go func() {
-		for s := range sigs {
-			cmd.Process.Signal(s)
-		}
+		err = cmd.Wait()
+		close(exited)
 	}()
 
 	go func() {
@@ -92,7 +98,14 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		wg.Wait()
 		close(copied)
 	}()
-	err := cmd.Wait()
+	shutdown := ""
+	select {
+	case <-exited:
+	case <-intr.ctx.Done():
+		log.event(map[string]any{"event": "signal", "signal": signalName(intr.signal())})
+		shutdown = tapLadder(cmd, childIn, exited, *grace)
+	}
+	killGroup(cmd) // what the server left in its group
 	// What the server wrote before it exited is still in the pipes: let
 	// it through, but do not wait for a leftover child that holds them.
 	t := time.NewTimer(200 * time.Millisecond)
@@ -113,8 +126,40 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
 		}
 	}
-	log.event(map[string]any{"event": "exit", "status": code})
+	exit := map[string]any{"event": "exit", "status": code}
+	if shutdown != "" {
+		exit["shutdown"] = shutdown
+		code = intr.code()
+	}
+	log.event(exit)
 	return code
+}
+
+// tapLadder stops the server the way the process package does: close its
+// stdin, wait grace; SIGTERM its group, wait grace; SIGKILL the group. It
+// says how the server ended: exited, terminated or killed.
+func tapLadder(cmd *exec.Cmd, stdin *os.File, exited <-chan struct{}, grace time.Duration) string {
+	stdin.Close()
+	wait := func() bool {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-exited:
+			return true
+		case <-t.C:
+			return false
+		}
+	}
+	if wait() {
+		return string(process.Exited)
+	}
+	terminateGroup(cmd)
+	if wait() {
+		return string(process.Terminated)
+	}
+	killGroup(cmd)
+	<-exited
+	return string(process.Killed)
 }
 
 // stderrPassthrough writes the server's stderr to ours, unless our stderr
