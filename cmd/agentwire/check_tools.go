@@ -14,7 +14,10 @@ import (
 	"github.com/agentwire/agentwire/mcp"
 )
 
-const ruleTools = "MCP tools: a tool not annotated readOnlyHint: true is presumed to modify its environment; called only with --call-tools=all"
+const (
+	ruleTools    = "MCP tools: a tool not annotated readOnlyHint: true is presumed to modify its environment; called only with --call-tools=all"
+	ruleToolCall = "MCP tools/call: a result, an error result or a JSON-RPC error is an answer (input_required too, in 2026-07-28); a call past its time is cancelled"
+)
 
 // readOnly says whether a tool is annotated readOnlyHint: true. The spec's
 // defaults presume everything else may write, delete or reach out.
@@ -86,10 +89,10 @@ func (c *checker) checkCallTools(rule string) string {
 	for _, cl := range calls {
 		row := "tool " + cl.name
 		if c.sess == nil {
-			c.add(row, notRun, c.lost, rule)
+			c.add(row, notRun, c.lost, ruleToolCall)
 			continue
 		}
-		state = c.callTool(row, cl.name, cl.args, rule)
+		state = c.callTool(row, cl.name, cl.args, ruleToolCall)
 		if state != "" && state != healthOK {
 			c.replace("tools/call "+cl.name, state)
 			state = ""
