@@ -47,7 +47,7 @@ Usage:
                                   run a fixed battery against a stdio MCP server: era,
                                   stdout hygiene, stderr, unknown method, a line that is not
                                   JSON, a 1 MiB request, concurrency, cancellation, shutdown
-  agentwire tap [--log FILE] -- CMD [ARGS...]
+  agentwire tap [--log FILE] [--grace D] -- CMD [ARGS...]
                                   a transparent stdio proxy in front of a server: bytes
                                   pass through unchanged, every line is logged as JSON Lines
                                   (time, direction, size, JSON-RPC kind/method/id, validity)
@@ -56,7 +56,8 @@ Usage:
                                   of both eras: one server process shared by all, restarted
                                   if it crashes (HOST defaults to 127.0.0.1); the HTTP
                                   flags are those of serve mcp --http below
-  agentwire help                  show this text
+  agentwire help                  show this text (agentwire CMD --help: the flags of CMD)
+  agentwire --version             print the version
 
 Flags of serve echo, serve mcp and serve acp:
   --max-concurrent N       handlers running at once (default 256)
@@ -117,15 +118,25 @@ Flags of call:
   --probe-timeout D        how long the probe may take (default 5s)
   --startup-allowance D    extra time for the first probe of the fresh server
                            (default 10s; 0 when --probe-timeout is given alone)
-  --method M               any method (default tools/list; ping with --era none)
+  --method M               any method (default tools/list; required with --era none)
   --params JSON            the request's params (MCP _meta is added for you)
-  --tool NAME --args JSON  shorthand for tools/call
+  --tool NAME --args JSON  shorthand for tools/call (not with --method or --params)
+  --input JSON             answers to what the server asks while the request runs, keyed
+                           by method: {"elicitation/create":{"name":"Ann"}} (the form's
+                           fields; {"action":"decline"} refuses), {"sampling/createMessage":
+                           "the reply"}, {"roots/list":{"roots":["/path"]}}; an array of
+                           answers is used in turn. Only what is answered is declared in
+                           the client's capabilities. Without --input, and with stdin on
+                           a terminal, call asks you (on stderr); otherwise a request
+                           for input ends the call with exit 3
+  --input-file F           the same, read from file F
   --connect ADDR           talk to a server listening on unix:PATH or tcp:HOST:PORT
                            instead of starting CMD
   --url URL                talk to a Streamable HTTP server instead (era probed over
                            HTTP; 401/403/5xx are errors, never a reason to fall back)
   --token T                with --url: the bearer token to send
-  --timeout D              how long to wait for the response, once connected (default 30s)
+  --timeout D              how long to wait for the response, once connected, answering
+                           the server's questions included (default 30s)
   --connect-timeout D      how long the MCP negotiation may take (default 30s)
   --grace D                each wait of the shutdown ladder: close stdin, wait D,
                            SIGTERM the process group, wait D, SIGKILL (default 2s)
@@ -134,7 +145,19 @@ Flags of call:
                            stdout violations, late responses, restarts, exit code,
                            stderr tail
   --log-level L            (default error)
-Exit status of call: 0 result, 1 JSON-RPC error, 2 transport failure or bad usage.
+
+Signals (call, check, tap, bridge): the first SIGINT, SIGTERM or SIGHUP stops the
+command cleanly: the server gets the shutdown ladder (call writes its --report,
+check its table); a second one kills the server's process group at once.
+
+Exit status (every command): 0 success; 1 what the command reports failed (call:
+a JSON-RPC error; check: a check failed; serve, bridge: could not start or listen);
+2 usage error (bad flags or arguments), and for call a transport failure (the server
+could not be started or reached, was lost, or did not answer in time); 3 (call) the
+server asked for input that was not given; 128+N after signal N (130 SIGINT, 143
+SIGTERM) for call, check and tap; serve --listen/--http and bridge exit 0 when a
+signal stops them. tap otherwise exits with the server's status (127: CMD could not
+be started).
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
