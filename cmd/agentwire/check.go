@@ -72,6 +72,7 @@ func (m *callToolsMode) Set(s string) error {
 type checkOptions struct {
 	grace          time.Duration
 	probeTimeout   time.Duration
+	allowance      time.Duration
 	connectTimeout time.Duration
 	requestTimeout time.Duration
 	toolTimeout    time.Duration
@@ -127,6 +128,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	var o checkOptions
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "each wait of the shutdown ladder")
 	fs.DurationVar(&o.probeTimeout, "probe-timeout", mcp.DefaultProbeTimeout, "how long the server/discover probe may take")
+	fs.DurationVar(&o.allowance, "startup-allowance", mcp.DefaultProcessStartupAllowance,
+		"extra time for the first probe of a freshly started server (0 when --probe-timeout is given alone)")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", mcp.DefaultConnectTimeout, "how long the whole MCP negotiation may take")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 5*time.Second, "how long each probe waits for an answer")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 5*time.Second, "with --call-tools: how long each tool may run before it is cancelled")
@@ -147,6 +150,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, checkHelp[:strings.Index(checkHelp, "\n\n")+1])
 		fmt.Fprintln(stderr, "(agentwire check --help for the checks and the flags)")
 		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["probe-timeout"] && !set["startup-allowance"] {
+		o.allowance = 0 // the probe timeout asked for is the one used
 	}
 	argv := fs.Args()
 	switch {

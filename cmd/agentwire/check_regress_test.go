@@ -299,3 +299,16 @@ func runCheckURL(t *testing.T, url string, args ...string) (checkReport, int) {
 	}
 	return rep, code
 }
+
+// A server slow to start is not silent: within the startup allowance its
+// probe answer counts, and the era row says it was slow.
+func TestCheckSlowStartingServer(t *testing.T) {
+	rep, code, _, _ := runCheckMode(t, "mcp-slow-start", "--probe-timeout", "0.3s", "--startup-allowance", "2s")
+	wantRows(t, rep, map[string]string{"era": pass, "unknown method": pass, "concurrency": pass, "shutdown": pass})
+	if r := row(rep, "era"); !strings.Contains(r.Evidence, "slow to start") || !strings.Contains(r.Evidence, "probe result") {
+		t.Errorf("era: %s", r.Evidence)
+	}
+	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}

@@ -72,8 +72,12 @@ func (c *checker) runStdio(cmd process.Command) {
 			}
 		},
 	}
+	allowance := c.opts.allowance
+	if allowance <= 0 {
+		allowance = -1 // none (0 would mean mcp's default)
+	}
 	c.mopts = &mcp.ClientOptions{
-		ProbeTimeout: c.opts.probeTimeout, ConnectTimeout: c.opts.connectTimeout, ProcessStartupAllowance: -1,
+		ProbeTimeout: c.opts.probeTimeout, ConnectTimeout: c.opts.connectTimeout, ProcessStartupAllowance: allowance,
 		Transport: transport, Info: mcp.Implementation{Name: "agentwire-check", Version: "1"},
 	}
 	probes := []stdioProbe{
@@ -102,6 +106,8 @@ func (c *checker) runStdio(cmd process.Command) {
 		result, evidence = fail, evidence+"; the server exited on the probe (it had to be restarted)"
 	case sess.Probe() == mcp.ProbeTimeout:
 		result, evidence = warn, evidence+"; silent until initialize: every modern client waits out its probe timeout"
+	case sess.ConnectDuration() > c.opts.probeTimeout:
+		evidence += fmt.Sprintf("; slow to start: past the %v probe timeout, within the startup allowance", c.opts.probeTimeout)
 	}
 	c.add("era", result, evidence, ruleEra)
 
@@ -232,7 +238,7 @@ func (c *checker) closeBounded(sess *mcp.Session) process.ShutdownResult {
 	select {
 	case shut := <-done:
 		return shut
-	case <-c.ctx.Done():
+	case <-ladderCutShort(c.ctx): // the deadline or a second signal; a first signal lets the ladder run
 		if p := sess.Client().Process(); p != nil {
 			p.Kill()
 		}

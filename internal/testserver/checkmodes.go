@@ -20,6 +20,7 @@ import (
 //	mcp-dies-on-garbage  the example MCP server, which exits 2 on a line that
 //	                     is not JSON (as the go-sdk server does)
 //	mcp-hangs-on-garbage the same, but it stops reading instead
+//	mcp-slow-start       the example MCP server, after 800 ms of start-up
 //	exit-at-start        writes "Error: MCP_API_KEY is not set" to stderr and exits 1
 //	hang-at-start        never reads stdin nor writes anything
 //	mcp-tools            an MCP server whose tools record being called, one per
@@ -58,6 +59,14 @@ func serveCheckMode(mode string) (int, bool) {
 			}
 		}()
 		conn, err := seedserver.New(seedserver.Options{}).ServeStdio(&stdio.Config{Stdin: pr}, nil)
+		if err != nil {
+			return 1, true
+		}
+		conn.Wait()
+		return 0, true
+	case "mcp-slow-start":
+		time.Sleep(800 * time.Millisecond)
+		conn, err := seedserver.New(seedserver.Options{}).ServeStdio(nil, nil)
 		if err != nil {
 			return 1, true
 		}
