@@ -70,6 +70,7 @@ func (m *callToolsMode) Set(s string) error {
 
 // checkOptions are the flags of check.
 type checkOptions struct {
+	timeout        time.Duration
 	grace          time.Duration
 	probeTimeout   time.Duration
 	allowance      time.Duration
@@ -194,6 +195,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	defer intr.stop()
 	ctx, cancel := context.WithTimeout(intr.ctx, *timeout)
 	defer cancel()
+	o.timeout = *timeout
 	c := &checker{ctx: ctx, opts: o}
 	rep := checkReport{Passed: true}
 	if *url != "" {
@@ -223,7 +225,17 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		if !rep.Passed {
 			verdict = "FAILED"
 		}
-		fmt.Fprintf(stdout, "\n%s in %.1f s\n", verdict, rep.Seconds)
+		skipped := 0
+		for _, r := range c.results {
+			if r.Result == notRun {
+				skipped++
+			}
+		}
+		fmt.Fprintf(stdout, "\n%s in %.1f s", verdict, rep.Seconds)
+		if skipped > 0 {
+			fmt.Fprintf(stdout, "; %d check(s) not run", skipped)
+		}
+		fmt.Fprintln(stdout)
 	}
 	if code := intr.code(); code != 0 {
 		fmt.Fprintf(stderr, "agentwire check: interrupted by %s\n", signalName(intr.signal()))
@@ -258,6 +270,21 @@ type checker struct {
 func (c *checker) add(check, result, evidence, rule string) {
 	evidence = strings.ReplaceAll(evidence, "\n", " ")
 	c.results = append(c.results, checkResult{check, result, evidence, rule})
+}
+
+// cutShort marks the rows added since from as "not run" when the run's
+// --timeout ran out during them: a warning or failure then says nothing
+// about the server. Passes (and info) stand: they were seen in time.
+func (c *checker) cutShort(from int) bool {
+	if c.ctx.Err() == nil {
+		return false
+	}
+	for i := from; i < len(c.results); i++ {
+		if r := &c.results[i]; r.Result == warn || r.Result == fail {
+			r.Result, r.Evidence = notRun, fmt.Sprintf("cut short: the run's --timeout (%v) ran out (%s)", c.opts.timeout, r.Evidence)
+		}
+	}
+	return true
 }
 
 // step bounds one check by d and by the whole run.

@@ -228,11 +228,22 @@ func (c *checker) runHTTP(url string) {
 	}}
 	defer p.client.CloseIdleConnections()
 
-	c.httpStatusCodes(p, ruleStatus)
-	c.httpHeaderMirroring(p, ruleHeaders)
-	c.httpOrigin(p, ruleOrigin)
-	c.httpDisconnect(ruleDisconnect)
-	c.httpListen(ruleListen)
+	probes := []func(){
+		func() { c.httpStatusCodes(p, ruleStatus) },
+		func() { c.httpHeaderMirroring(p, ruleHeaders) },
+		func() { c.httpOrigin(p, ruleOrigin) },
+		func() { c.httpDisconnect(ruleDisconnect) },
+		func() { c.httpListen(ruleListen) },
+	}
+	for i, probe := range probes {
+		if c.ctx.Err() != nil {
+			c.add(rows[i].name, notRun, fmt.Sprintf("the run's --timeout (%v) ran out", c.opts.timeout), rows[i].rule)
+			continue
+		}
+		from := len(c.results)
+		probe()
+		c.cutShort(from)
+	}
 }
 
 func (c *checker) httpStatusCodes(p *httpProber, rule string) {

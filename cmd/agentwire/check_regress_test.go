@@ -312,3 +312,22 @@ func TestCheckSlowStartingServer(t *testing.T) {
 		t.Errorf("exit %d", code)
 	}
 }
+
+// When the run's --timeout runs out, what was not seen in time is "not
+// run", never a warning or a failure of the server (nor a killed shutdown).
+func TestCheckRunOutOfTime(t *testing.T) {
+	rep, code, _, _ := runCheckMode(t, "mcp-hangs-on-garbage", "--timeout", "1s", "--request-timeout", "5s")
+	wantRows(t, rep, map[string]string{"era": pass, "unknown method": pass, "not JSON": notRun, "large request": notRun,
+		"cancellation": notRun, "shutdown": notRun})
+	if r := row(rep, "not JSON"); !strings.Contains(r.Evidence, "--timeout (1s) ran out") {
+		t.Errorf("not JSON: %s", r.Evidence)
+	}
+	for _, r := range rep.Checks {
+		if r.Result == fail || r.Result == warn {
+			t.Errorf("%s: %s %s", r.Check, r.Result, r.Evidence)
+		}
+	}
+	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}

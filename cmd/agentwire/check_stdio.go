@@ -112,11 +112,20 @@ func (c *checker) runStdio(cmd process.Command) {
 	c.add("era", result, evidence, ruleEra)
 
 	for _, p := range probes {
+		if c.sess != nil && c.ctx.Err() != nil {
+			c.lost = fmt.Sprintf("the run's --timeout (%v) ran out", c.opts.timeout)
+			c.closeBounded(c.sess)
+			c.sess = nil
+		}
 		if c.sess == nil {
 			c.add(p.name, notRun, c.lost, p.rule)
 			continue
 		}
+		from := len(c.results)
 		state := p.run(p.rule)
+		if c.cutShort(from) {
+			continue // the next round ends the session
+		}
 		if c.sess == nil {
 			continue // the probe lost the server and could not replace it
 		}
@@ -219,10 +228,16 @@ func (c *checker) finish() {
 	}
 	proc := c.sess.Client().Process()
 	exitedBefore := exited(proc)
+	late := c.ctx.Err() != nil
 	shut := c.closeBounded(c.sess)
+	late = late || c.ctx.Err() != nil && shut.Outcome == process.Killed
 	c.sess = nil
 	c.hygiene()
 	c.stderrUse(proc)
+	if late {
+		c.add("shutdown", notRun, fmt.Sprintf("the run's --timeout (%v) ran out: the server was killed (%s in %s)", c.opts.timeout, shut.Outcome, millis(shut.Duration)), ruleShutdown)
+		return
+	}
 	if exitedBefore {
 		c.add("shutdown", notRun, "the server had exited by itself before the shutdown ("+deathNote(proc)+")", ruleShutdown)
 		return
@@ -413,14 +428,16 @@ func (c *checker) checkNotJSON(rule string) string {
 		}
 		return state
 	}
+	t0 := time.Now()
 	state := c.health()
+	waited := time.Since(t0)
 	time.Sleep(50 * time.Millisecond)
 	answered := c.sess.Client().Stats().UnknownResponses > before
 	switch {
 	case state == healthDead:
 		c.add("not JSON", fail, "the server died after a line that is not JSON ("+deathNote(proc)+")", rule)
 	case state == healthSilent:
-		c.add("not JSON", warn, fmt.Sprintf("the server stopped answering after a line that is not JSON (nothing for %v; still running)", c.opts.requestTimeout), rule)
+		c.add("not JSON", warn, fmt.Sprintf("the server stopped answering after a line that is not JSON (nothing for %s; still running)", millis(waited)), rule)
 	case answered:
 		c.add("not JSON", pass, "answered with an error (id null) and kept serving", rule)
 	default:

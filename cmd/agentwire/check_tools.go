@@ -134,7 +134,9 @@ func (c *checker) callTool(row, name string, args map[string]any, rule string) s
 		c.add(row, pass, fmt.Sprintf("a JSON-RPC error in %s: %d %q", millis(took), je.Code, clip(je.Message, 80)), rule)
 		return ""
 	case errors.Is(err, context.DeadlineExceeded) && c.ctx.Err() == nil:
+		t1 := time.Now()
 		state := c.health()
+		waited := time.Since(t1)
 		late := sess.Client().Stats().LateResponses - before
 		limit := fmt.Sprintf("no result within %v (--tool-timeout)", c.opts.toolTimeout)
 		switch state {
@@ -147,7 +149,7 @@ func (c *checker) callTool(row, name string, args map[string]any, rule string) s
 		case healthDead:
 			c.add(row, fail, limit+"; the server died after the cancellation ("+deathNote(sess.Client().Process())+")", rule)
 		default:
-			c.add(row, warn, fmt.Sprintf("%s; after the cancellation the server answered nothing for %v (still running): the call was not stopped", limit, c.opts.requestTimeout), rule)
+			c.add(row, warn, fmt.Sprintf("%s; after the cancellation the server answered nothing for %s (still running): the call was not stopped", limit, millis(waited)), rule)
 		}
 		return state
 	}
