@@ -215,7 +215,8 @@ func TestCtrlCLeavesTheServerRunningCheck(t *testing.T) {
 	t.Parallel()
 	r := startSignalled(t, "mcp-stubborn-tree", "check", "--json", "--grace", "0.2s")
 	pgid := r.serverGroup()
-	time.Sleep(200 * time.Millisecond)
+	started := time.Now()
+	time.Sleep(50 * time.Millisecond) // in the battery, or its shutdown
 	r.signal(syscall.SIGINT)
 	if code := r.wait(5 * time.Second); code != 130 {
 		t.Errorf("exit %d, want 130; stderr:\n%s", code, r.stderr.String())
@@ -223,6 +224,12 @@ func TestCtrlCLeavesTheServerRunningCheck(t *testing.T) {
 	var rep checkReport
 	if err := json.Unmarshal([]byte(r.stdout.String()), &rep); err != nil {
 		t.Errorf("no report on stdout (%v):\n%s", err, r.stdout.String())
+	}
+	// The ladder ran to its end: the server ignores EOF and SIGTERM, so
+	// that is 2 × 0.2 s after it began; killing it at once would have
+	// ended the run some 50 ms after the server started.
+	if took := r.finished.Sub(started); took < 380*time.Millisecond {
+		t.Errorf("agentwire exited %v after the server started: the ladder did not run; stdout:\n%s", took, r.stdout.String())
 	}
 	assertGroupGone(t, pgid)
 }
