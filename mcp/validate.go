@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -283,13 +282,32 @@ func hasType(v any, t string) bool {
 	return true // a type this check does not know: not refused
 }
 
+// isInteger reports whether a JSON number has no fractional part, from its
+// digits alone: 2.50e1 and 1e1000000 are integers, 1.5 and 1e-1000000 are
+// not. No float or big number is built, so a huge exponent costs nothing.
 func isInteger(n json.Number) bool {
-	s := string(n)
+	s := strings.TrimPrefix(string(n), "-")
 	if !strings.ContainsAny(s, ".eE") {
 		return true
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	return err == nil && f == math.Trunc(f) && !math.IsInf(f, 0)
+	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimRight(intPart+frac, "0")
+	if strings.Trim(digits, "0") == "" {
+		return true // zero
+	}
+	// The value is digits × 10^(e - len(frac) + trailing zeros).
+	shift := int64(len(intPart+frac)-len(digits)) - int64(len(frac))
+	e, neg := strings.CutPrefix(strings.TrimPrefix(exp, "+"), "-")
+	e = strings.TrimLeft(e, "0")
+	if len(e) > 15 {
+		return !neg // far beyond any fraction the digits could have
+	}
+	v, _ := strconv.ParseInt("0"+e, 10, 64)
+	if neg {
+		v = -v
+	}
+	return v+shift >= 0
 }
 
 func article(t string) string {
