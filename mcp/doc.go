@@ -29,6 +29,15 @@
 // tool-set changes; a client cancel ends it silently and end of input ends
 // it with the graceful final result (SPEC E6).
 //
+// The typed AddTool checks a call's arguments against the InputSchema the
+// tool publishes (inferred by SchemaFor, or its own) before the handler
+// runs: required members, types, properties and items at any depth,
+// additionalProperties, enum and const. Arguments that do not conform are
+// a tool execution error, as the specification has it for input errors:
+// a result with isError whose text names every problem ("invalid arguments
+// for echo: argument "text" is required but missing."), which the model
+// can read to correct its call. The handler is not called.
+//
 // Beyond tools a server has resources (AddResource, AddResourceTemplate
 // with {var} and {+var} templates, ResourceUpdated for legacy
 // subscribers), prompts (AddPrompt; required arguments are checked before
@@ -158,6 +167,11 @@
 // POSTs with the request-metadata headers, event streams read as they come
 // (notifications are routed like those on stdio), a call's cancellation
 // closing its stream (and, to a legacy server, notifications/cancelled).
+// A legacy server's request on a call's stream is answered on a POST of
+// its own; when the server refuses that POST (a stateless server answers
+// 400: it has nowhere to route the answer), the call fails at once with an
+// *AnswerRefusedError carrying the status instead of waiting for a result
+// that cannot come.
 // The era probe follows "HTTP era detection": a result or a modern error
 // is modern; a legacy server's JSON-RPC error, or 400/404/405 without a
 // modern error, falls back to initialize (echoing any Mcp-Session-Id the
@@ -169,5 +183,11 @@
 // session's restart policy, a legacy server's initialize replayed before
 // any request reaches the new process), requests translated between eras
 // where client and server differ, and progress tokens and subscription ids
-// renamed so that clients never see each other's notifications.
+// renamed so that clients never see each other's notifications. A request
+// without arguments, or whose params held only the _meta keys a legacy
+// server must not see, reaches the server with no params member at all:
+// agentwire never writes "params": null, which JSON-RPC does not allow and
+// which TypeScript SDK servers drop without an answer. The interop tests
+// drive the bridge in front of the npm reference servers (filesystem,
+// memory, everything) with the TypeScript clients and the Inspector.
 package mcp

@@ -69,4 +69,3 @@ func pipeSession(t *testing.T, s *mcp.Server, opts *mcp.ClientOptions) (*mcp.Ses
 	})
 	return sess, rec
 }
-
