@@ -281,10 +281,23 @@ func (c *checker) cutShort(from int) bool {
 	}
 	for i := from; i < len(c.results); i++ {
 		if r := &c.results[i]; r.Result == warn || r.Result == fail {
-			r.Result, r.Evidence = notRun, fmt.Sprintf("cut short: the run's --timeout (%v) ran out (%s)", c.opts.timeout, r.Evidence)
+			r.Result, r.Evidence = notRun, fmt.Sprintf("cut short: %s (%s)", c.cutReason(), r.Evidence)
 		}
 	}
 	return true
+}
+
+// cutReason says why the run ended early: its --timeout, or whatever
+// else cancelled it (a signal).
+func (c *checker) cutReason() string {
+	cause := context.Cause(c.ctx)
+	if cause == nil || errors.Is(cause, context.DeadlineExceeded) {
+		return fmt.Sprintf("the run's --timeout (%v) ran out", c.opts.timeout)
+	}
+	if errors.Is(cause, context.Canceled) {
+		return "the run was interrupted"
+	}
+	return "the run was interrupted: " + cause.Error()
 }
 
 // step bounds one check by d and by the whole run.

@@ -237,7 +237,7 @@ func (c *checker) runHTTP(url string) {
 	}
 	for i, probe := range probes {
 		if c.ctx.Err() != nil {
-			c.add(rows[i].name, notRun, fmt.Sprintf("the run's --timeout (%v) ran out", c.opts.timeout), rows[i].rule)
+			c.add(rows[i].name, notRun, c.cutReason(), rows[i].rule)
 			continue
 		}
 		from := len(c.results)

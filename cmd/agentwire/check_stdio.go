@@ -113,7 +113,7 @@ func (c *checker) runStdio(cmd process.Command) {
 
 	for _, p := range probes {
 		if c.sess != nil && c.ctx.Err() != nil {
-			c.lost = fmt.Sprintf("the run's --timeout (%v) ran out", c.opts.timeout)
+			c.lost = c.cutReason()
 			c.closeBounded(c.sess)
 			c.sess = nil
 		}
@@ -200,7 +200,7 @@ func (c *checker) replace(after, state string) {
 		c.add("restart", info, c.lost+": the checks below are not run", ruleRestart)
 		return
 	case c.ctx.Err() != nil:
-		c.lost = what + ", and the run's --timeout is over"
+		c.lost = what + ", and " + c.cutReason()
 		c.add("restart", info, c.lost, ruleRestart)
 		return
 	}
@@ -235,7 +235,7 @@ func (c *checker) finish() {
 	c.hygiene()
 	c.stderrUse(proc)
 	if late {
-		c.add("shutdown", notRun, fmt.Sprintf("the run's --timeout (%v) ran out: the server was killed (%s in %s)", c.opts.timeout, shut.Outcome, millis(shut.Duration)), ruleShutdown)
+		c.add("shutdown", notRun, fmt.Sprintf("%s: the server was killed (%s in %s)", c.cutReason(), shut.Outcome, millis(shut.Duration)), ruleShutdown)
 		return
 	}
 	if exitedBefore {

@@ -4,7 +4,7 @@
 //	agentwire serve echo|mcp|acp       a test JSON-RPC server, the example MCP server, the example
 //	                                   ACP agent: on stdio, or on a socket with --listen
 //	agentwire call [flags] -- CMD      one request (MCP era negotiated), then a clean shutdown
-//	agentwire check [flags] -- CMD     a fixed battery against a stdio MCP server
+//	agentwire check [flags] -- CMD     a fixed battery against an MCP server (or --url URL)
 //	agentwire tap [--log F] -- CMD     a transparent, logging stdio proxy
 //	agentwire bridge --http ADDR -- CMD  a stdio MCP server served over Streamable HTTP
 //
@@ -42,11 +42,17 @@ Usage:
   agentwire call [flags] -- CMD [ARGS...]   (or: --connect ADDR, or --url URL)
                                   start a stdio server, send it one request, print
                                   the result, and shut it down with the ladder
-  agentwire check [--json] [--timeout D] [--grace D] [--call-tools]
-                  [--slow-tool NAME --slow-args JSON] -- CMD [ARGS...]
-                                  run a fixed battery against a stdio MCP server: era,
-                                  stdout hygiene, stderr, unknown method, a line that is not
-                                  JSON, a 1 MiB request, concurrency, cancellation, shutdown
+  agentwire check [flags] -- CMD [ARGS...]   (or: --url URL)
+                                  run a fixed battery against an MCP server, one row per
+                                  check with what it saw: on stdio, era, unknown method, a
+                                  line that is not JSON, a 1 MiB request, concurrency, the
+                                  read-only tools (--call-tools; --call-tools=all for every
+                                  tool), cancellation, stdout hygiene, stderr, shutdown; a
+                                  probe that kills or hangs the server is blamed once and a
+                                  fresh process runs the rest; over Streamable HTTP (--url),
+                                  era, status codes, header mirroring, Origin, cancellation
+                                  by disconnect, listen. A probe that could not run says
+                                  "not run" and why (agentwire check --help for the flags)
   agentwire tap [--log FILE] [--grace D] -- CMD [ARGS...]
                                   a transparent stdio proxy in front of a server: bytes
                                   pass through unchanged, every line is logged as JSON Lines
