@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -66,6 +67,48 @@ func TestCallCannotAnswerTheServerTerminal(t *testing.T) {
 			}
 			if !strings.Contains(errb.String(), "The server asks: Who are you?") || !strings.Contains(errb.String(), "email (string, required)") {
 				t.Errorf("prompts: %q", errb.String())
+			}
+		})
+	}
+}
+
+// A signal while the user is being asked stops the call at once, the
+// ladder included (the prompt does not hold it up), in both eras.
+func TestCtrlCLeavesTheServerRunningCallPrompt(t *testing.T) {
+	t.Parallel()
+	for _, era := range []string{"modern", "legacy"} {
+		t.Run(era, func(t *testing.T) {
+			t.Parallel()
+			master, slave := openPTY(t)
+			defer master.Close()
+			cmd := exec.Command(binary, append([]string{"call", "--era", era, "--grace", "0.2s", "--tool", "test_elicitation", "--args", `{"message":"Who?"}`}, fixtureServer()...)...)
+			var out, errb lockedBuffer
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			slave.Close()
+			go io.Copy(io.Discard, master)
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(errb.String(), "email (string, required)") {
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					t.Fatalf("no prompt; stderr %q", errb.String())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			cmd.Process.Signal(syscall.SIGINT)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+					t.Errorf("%v; stderr %q", err, errb.String())
+				}
+			case <-time.After(3 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Fatalf("still running 3 s after SIGINT; stderr %q", errb.String())
 			}
 		})
 	}

@@ -130,40 +130,47 @@ func (ci *callInput) capabilities() map[string]any {
 	return caps
 }
 
-// unanswered is what answer returns for a request nothing answered.
+// errUnanswered is what the server is told of a request nothing answered.
 var errUnanswered = errors.New("no answer for the server's request")
 
 // answer is mcp.ClientOptions.OnInput.
 func (ci *callInput) answer(ctx context.Context, req mcp.InputRequest) (any, error) {
 	raw, _ := json.Marshal(req.Params)
 	ci.mu.Lock()
-	defer ci.mu.Unlock()
 	if ci.missing != "" {
-		return nil, ci.refuse()
+		return nil, ci.refuseLocked()
 	}
 	if a := ci.given[req.Method]; a != nil {
 		if v, ok := a.take(); ok {
 			res, err := fromInput(req.Method, raw, v)
 			if err != nil {
 				ci.missing = fmt.Sprintf("%s: --input's answer does not do: %v", describe(req.Method, raw), err)
-				return nil, ci.refuse()
+				return nil, ci.refuseLocked()
 			}
+			ci.mu.Unlock()
 			return res, nil
 		}
 	}
 	if ci.term != nil {
+		// Not under mu: the user may take their time, and a signal must
+		// not wait for them.
+		ci.mu.Unlock()
 		return ci.term.ask(ctx, req.Method, raw)
 	}
 	ci.missing = describe(req.Method, raw)
 	if ci.given[req.Method] != nil {
 		ci.missing += " (--input's answers to " + req.Method + " were used up)"
 	}
-	return nil, ci.refuse()
+	return nil, ci.refuseLocked()
 }
 
-func (ci *callInput) refuse() error {
-	if ci.stop != nil {
-		ci.stop()
+// refuseLocked ends the call and returns the error the server gets; it
+// unlocks mu.
+func (ci *callInput) refuseLocked() error {
+	stop := ci.stop
+	ci.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "agentwire call: " + errUnanswered.Error()}
 }
@@ -359,6 +366,7 @@ func rootURI(s string) string {
 type prompter struct {
 	in    io.Reader
 	out   io.Writer
+	mu    sync.Mutex // one request is asked at a time
 	once  sync.Once
 	lines chan string // closed at end of input
 }
@@ -420,6 +428,8 @@ func (p *prompter) line(ctx context.Context, prompt string) (string, error) {
 }
 
 func (p *prompter) ask(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch method {
 	case mcp.MethodElicit:
 		res, err := p.elicit(ctx, params)
