@@ -300,9 +300,18 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 // in it is cut to its first and last lines, each line to a terminal's
 // width or so, and left out entirely when the report carries it.
 func errorText(err error, reported bool) string {
+	if reported {
+		return errorWithout(err, " (its stderr tail is in the report)")
+	}
+	return boundText(err.Error())
+}
+
+// errorWithout is err's message with the server's stderr tail replaced by
+// note, for when the tail is shown elsewhere.
+func errorWithout(err error, note string) string {
 	msg := err.Error()
-	if i := strings.Index(msg, "; stderr tail:\n"); i >= 0 && reported {
-		return msg[:i] + " (its stderr tail is in the report)"
+	if i := strings.Index(msg, "; stderr tail:\n"); i >= 0 {
+		return cutLine(msg[:i], maxErrLineSize) + note
 	}
 	return boundText(msg)
 }

@@ -238,7 +238,8 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 		return intr.code()
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "agentwire bridge:", errorText(err, false))
+		// The server's stderr went to ours as it came: not again here.
+		fmt.Fprintln(stderr, "agentwire bridge:", errorWithout(err, " (its stderr is above)"))
 		return exitFailure
 	}
 	defer intr.onSecond(func() {
