@@ -49,6 +49,10 @@ func npmServers(t *testing.T) []npmServer {
 		{"server-everything", []string{"node", pkg("server-everything"), "stdio"},
 			[]string{"echo", "get-sum"},
 			"echo", map[string]string{"message": "hi from the bridge"}, "Echo: hi from the bridge"},
+		// A dual-era server on the TypeScript SDK v2: the bridge forwards
+		// 2026-07-28 requests as they are, and adds _meta to legacy ones.
+		{"ts-sdk-v2-server", []string{"node", "server-v2.mjs"}, []string{"echo"},
+			"echo", map[string]string{"text": "hi from the bridge"}, "hi from the bridge"},
 	}
 }
 
@@ -64,7 +68,8 @@ type toolsSummary struct {
 
 // Issue acceptance: `agentwire bridge` in front of real TypeScript-SDK
 // servers from npm (server-filesystem on a temporary directory,
-// server-memory, server-everything). Requests without arguments
+// server-memory, server-everything, all legacy) and of a dual-era server on
+// the TypeScript SDK v2. Requests without arguments
 // (tools/list) used to reach them as "params": null, which they drop
 // unanswered, so no client could list their tools. Now the TypeScript v1
 // and v2 clients (v2 in the legacy era and in auto mode, which lands on
