@@ -297,6 +297,9 @@ func (c *checker) cutReason() string {
 	if errors.Is(cause, context.Canceled) {
 		return "the run was interrupted"
 	}
+	if msg := cause.Error(); strings.HasPrefix(msg, "interrupted") {
+		return "the run was " + msg // interrupted by SIGINT
+	}
 	return "the run was interrupted: " + cause.Error()
 }
 

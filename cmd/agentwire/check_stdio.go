@@ -112,13 +112,12 @@ func (c *checker) runStdio(cmd process.Command) {
 	c.add("era", result, evidence, ruleEra)
 
 	for _, p := range probes {
-		if c.sess != nil && c.ctx.Err() != nil {
-			c.lost = c.cutReason()
-			c.closeBounded(c.sess)
-			c.sess = nil
-		}
-		if c.sess == nil {
-			c.add(p.name, notRun, c.lost, p.rule)
+		if c.sess == nil || c.ctx.Err() != nil {
+			reason := c.lost
+			if c.sess != nil {
+				reason = c.cutReason() // the server is shut down by finish
+			}
+			c.add(p.name, notRun, reason, p.rule)
 			continue
 		}
 		from := len(c.results)
@@ -228,14 +227,15 @@ func (c *checker) finish() {
 	}
 	proc := c.sess.Client().Process()
 	exitedBefore := exited(proc)
-	late := c.ctx.Err() != nil
 	shut := c.closeBounded(c.sess)
-	late = late || c.ctx.Err() != nil && shut.Outcome == process.Killed
 	c.sess = nil
 	c.hygiene()
 	c.stderrUse(proc)
-	if late {
-		c.add("shutdown", notRun, fmt.Sprintf("%s: the server was killed (%s in %s)", c.cutReason(), shut.Outcome, millis(shut.Duration)), ruleShutdown)
+	// Past the deadline the server is killed, whatever step the ladder
+	// was at, so its outcome says nothing; a first signal lets the ladder
+	// run its course, which is evidence.
+	if c.ctx.Err() != nil && errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) {
+		c.add("shutdown", notRun, c.cutReason()+": the server was killed without the ladder", ruleShutdown)
 		return
 	}
 	if exitedBefore {
