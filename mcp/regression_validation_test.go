@@ -35,7 +35,7 @@ func validationServer(calls *atomic.Int32) *mcp.Server {
 		return mcp.TextResult("ran with " + in.Text), nil
 	})
 	mcp.AddTool(s, mcp.Tool{Name: "mode", InputSchema: json.RawMessage(`{"type":"object",` +
-		`"properties":{"mode":{"type":"string","enum":["fast","slow"]},"level":{"type":["integer","null"]},` +
+		`"properties":{"mode":{"type":"string","enum":["fast","slow"]},"level":{"type":["integer","null"]},"note":{"type":"string","nullable":true},` +
 		`"point":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},"required":["x","y"],"additionalProperties":false}},` +
 		`"required":["mode"],"additionalProperties":false}`)},
 		func(_ context.Context, _ *mcp.ToolRequest, in map[string]any) (*mcp.ToolResult, error) {
@@ -74,10 +74,11 @@ func TestRegressionTypedToolArgumentsAreValidated(t *testing.T) {
 				{"check", `{"text":"a","loud":true,"filter":{"since":"x"},"labels":{"a":1,"b":"two"}}`, []string{`argument "labels.b" must be an integer, not a string`}},
 				{"check", `{"text":"a","loud":true,"filter":[1]}`, []string{`argument "filter" must be an object, not an array`}},
 				{"mode", `{"mode":"fast"}`, nil},
-				{"mode", `{"mode":"fast","level":null}`, nil},
+				{"mode", `{"mode":"fast","level":null,"note":null}`, nil},
+				{"mode", `{"mode":"fast","note":1}`, []string{`argument "note" must be a string or null, not an integer`}},
 				{"mode", `{"mode":"fast","level":"high"}`, []string{`argument "level" must be an integer or null, not a string`}},
 				{"mode", `{"mode":"quick"}`, []string{`argument "mode" must be one of "fast", "slow"`}},
-				{"mode", `{"mode":"slow","extra":1}`, []string{`argument "extra" is not accepted (accepted: mode, level, point)`}},
+				{"mode", `{"mode":"slow","extra":1}`, []string{`argument "extra" is not accepted (accepted: mode, level, note, point)`}},
 				{"mode", `{"mode":"slow","point":{"x":1,"z":2}}`, []string{`argument "point.y" is required but missing`, `argument "point.z" is not accepted`}},
 			} {
 				before := calls.Load()
@@ -151,6 +152,43 @@ func TestRegressionSeedEchoRequiresText(t *testing.T) {
 	sess, _ := recordedSession(t, mcp.Dual, nil)
 	res, err := sess.CallTool(t.Context(), "echo", map[string]any{})
 	if err != nil || !res.IsError || !strings.Contains(res.Content[0].Text, `argument "text" is required but missing`) {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+type paging struct {
+	Cursor string `json:"cursor,omitempty"`
+	Limit  int    `json:"limit"`
+}
+
+type listArgs struct {
+	paging
+	Query string `json:"query"`
+	Limit string `json:"limit_name"`
+}
+
+// SchemaFor published an embedded struct as one required property named
+// after its type, where encoding/json reads its fields flattened: once the
+// arguments were checked against that schema, every correct call would
+// have been refused. The fields are now the struct's own.
+func TestRegressionSchemaForEmbeddedStruct(t *testing.T) {
+	var got struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if err := json.Unmarshal(mcp.SchemaFor(listArgs{}), &got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Properties["paging"]; ok || len(got.Properties) != 4 || strings.Join(got.Required, ",") != "query,limit_name,limit" {
+		t.Errorf("schema %s", mcp.SchemaFor(listArgs{}))
+	}
+	s := mcp.NewServer(mcp.Implementation{Name: "embedded", Version: "1"}, nil)
+	mcp.AddTool(s, mcp.Tool{Name: "list"}, func(_ context.Context, _ *mcp.ToolRequest, in listArgs) (*mcp.ToolResult, error) {
+		return mcp.TextResult(fmt.Sprintf("%s %d", in.Query, in.paging.Limit)), nil
+	})
+	sess, _ := pipeSession(t, s, nil)
+	res, err := sess.CallTool(t.Context(), "list", map[string]any{"query": "q", "limit": 5, "limit_name": "x"})
+	if err != nil || res.IsError || res.Content[0].Text != "q 5" {
 		t.Fatalf("%+v %v", res, err)
 	}
 }

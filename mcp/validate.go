@@ -69,6 +69,9 @@ func parseArgSchema(raw json.RawMessage, depth int) (*argSchema, bool) {
 			return nil, false
 		}
 	}
+	if string(bytes.TrimSpace(m["nullable"])) == "true" && len(s.types) > 0 {
+		s.types = append(s.types, "null") // the OpenAPI spelling of ["T","null"]
+	}
 	if r, ok := m["required"]; ok && json.Unmarshal(r, &s.required) != nil {
 		return nil, false
 	}
