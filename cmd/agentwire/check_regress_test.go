@@ -246,6 +246,23 @@ func TestCheckURL(t *testing.T) {
 	}
 }
 
+// check --url against an endpoint that wants a bearer token: without
+// --token the era fails on the 401 and nothing else has a verdict; with it
+// the battery runs (its raw probes send the token too).
+func TestCheckURLWithToken(t *testing.T) {
+	url, _ := startServeHTTP(t, "0", "--token", "s3cret-token")
+	rep, code := runCheckURL(t, url)
+	wantRows(t, rep, map[string]string{"era": fail, "status codes": notRun, "origin": notRun, "listen": notRun})
+	if r := row(rep, "era"); !strings.Contains(r.Evidence, "401") || code != 1 {
+		t.Errorf("exit %d, era %s", code, r.Evidence)
+	}
+	rep, code = runCheckURL(t, url, "--token", "s3cret-token")
+	wantRows(t, rep, map[string]string{"era": pass, "status codes": pass, "header mirroring": pass, "origin": pass, "listen": pass})
+	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
 // A server that claims 2026-07-28 and then serves everything with 200:
 // a body that is not JSON, headers that contradict the body, a foreign
 // Origin. check --url fails it on each, saying what it got.
@@ -328,6 +345,32 @@ func TestCheckRunOutOfTime(t *testing.T) {
 		}
 	}
 	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+// A tool that kills the server is that tool's failure, with the exit
+// status; a fresh process serves the tools after it and the rest of the
+// battery.
+func TestCheckCallToolsGoesOnAfterAToolKillsTheServer(t *testing.T) {
+	rep, code := runCheckJSON(t, []string{"--call-tools=all"})
+	wantRows(t, rep, map[string]string{"tool crash": fail, "restart": info, "tool echo": pass, "cancellation": pass, "shutdown": pass})
+	if r := row(rep, "tool crash"); !strings.Contains(r.Evidence, "exit status 3") {
+		t.Errorf("crash: %s", r.Evidence)
+	}
+	crashAt, last := -1, -1
+	for i, r := range rep.Checks {
+		if r.Check == "tool crash" {
+			crashAt = i
+		}
+		if strings.HasPrefix(r.Check, "tool ") {
+			last = i
+		}
+	}
+	if crashAt < 0 || last <= crashAt+1 {
+		t.Errorf("no tool was called after crash (crash at %d, last tool at %d)", crashAt, last)
+	}
+	if code != 1 {
 		t.Errorf("exit %d", code)
 	}
 }
