@@ -57,10 +57,10 @@ const (
 	maxFreshAge = 250 * time.Millisecond
 	maxRefusing = 64
 	// A request refused with 503 has the rest of its body (up to
-	// MaxBodyBytes) read and dropped within discardTimeout before its
+	// MaxBodyBytes) read and dropped within BodyTimeout before its
 	// connection closes, so that the client, still sending, is not reset
 	// before it reads the answer; one refused with 401 or 403, up to
-	// discardAuthBytes.
+	// discardAuthBytes within discardTimeout.
 	discardTimeout   = 5 * time.Second
 	discardAuthBytes = 256 << 10
 	// Accept errors (EMFILE: the process is out of descriptors) are

@@ -374,14 +374,14 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !h.hostAllowed(r.Host) {
 		h.limits.refused(refForbidden, "host", r.Host, "remote", r.RemoteAddr)
-		closeAfter(w, r, discardAuthBytes)
+		closeAfter(w, r, discardAuthBytes, discardTimeout)
 		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: host "+r.Host+" is not allowed", nil)
 		return
 	}
 	origin := r.Header.Get("Origin")
 	if origin != "" && !h.originAllowed(origin) {
 		h.limits.refused(refForbidden, "origin", origin, "remote", r.RemoteAddr)
-		closeAfter(w, r, discardAuthBytes)
+		closeAfter(w, r, discardAuthBytes, discardTimeout)
 		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: origin "+origin+" is not allowed", nil)
 		return
 	}
@@ -412,7 +412,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("WWW-Authenticate", challenge)
 		// A client without the token keeps no connection open.
-		closeAfter(w, r, discardAuthBytes)
+		closeAfter(w, r, discardAuthBytes, discardTimeout)
 		httpError(w, http.StatusUnauthorized, "", jsonrpc.CodeInvalidRequest, "Unauthorized: a valid bearer token is required", nil)
 		return
 	}
@@ -514,7 +514,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // not read.
 func (h *HTTPHandler) tooLarge(w http.ResponseWriter, r *http.Request) {
 	h.limits.refused(refTooLarge, "limit", h.opts.MaxBodyBytes, "remote", r.RemoteAddr)
-	closeAfter(w, r, 0)
+	closeAfter(w, r, 0, 0)
 	httpError(w, http.StatusRequestEntityTooLarge, "", jsonrpc.CodeInvalidRequest,
 		fmt.Sprintf("Payload Too Large: the body exceeds %d bytes", h.opts.MaxBodyBytes), nil)
 }
@@ -523,7 +523,11 @@ func (h *HTTPHandler) tooLarge(w http.ResponseWriter, r *http.Request) {
 // client may retry in a second, on a new connection.
 func (h *HTTPHandler) unavailable(w http.ResponseWriter, r *http.Request, why string) {
 	w.Header().Set("Retry-After", "1")
-	closeAfter(w, r, h.opts.MaxBodyBytes)
+	// A refused body is dropped for as long as an admitted one could take
+	// to arrive: under a burst of large requests a client may still be
+	// sending well after the refusal, and cutting it off resets the
+	// answer away.
+	closeAfter(w, r, h.opts.MaxBodyBytes, h.opts.BodyTimeout)
 	httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: "+why, nil)
 }
 
@@ -531,13 +535,13 @@ func (h *HTTPHandler) unavailable(w http.ResponseWriter, r *http.Request, why st
 // losing it to a reset: closing a socket with unread input sends RST, and
 // the client's TCP stack then drops the answer it has not read yet. So up
 // to limit bytes of what remains of the body are read and dropped first
-// (within discardTimeout); net/http closes a connection with more unread
-// only after a FIN and a pause (its reset avoidance). A client waiting for
-// 100 Continue has sent no body, and none is asked for.
-func closeAfter(w http.ResponseWriter, r *http.Request, limit int64) {
+// (within timeout); net/http closes a connection with more unread only
+// after a FIN and a pause (its reset avoidance). A client waiting for 100
+// Continue has sent no body, and none is asked for.
+func closeAfter(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) {
 	if r.ContentLength != 0 && r.Body != nil && !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		if r.ContentLength <= limit {
-			http.NewResponseController(w).SetReadDeadline(time.Now().Add(discardTimeout))
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 			io.Copy(io.Discard, io.LimitReader(r.Body, limit))
 		}
 		r.Body.Close()
