@@ -99,8 +99,11 @@ with --call-tools each tool called, cancellation, stdout hygiene over the
 whole run, stderr use and the shutdown ladder. Every probe starts on a
 server that has just answered: a probe that kills or hangs it is blamed
 once, with the exit status and the last stderr line, and a fresh process
-runs the rest (a "restart" row says so; after 2, the rest is not run). A
-command that never starts gets "not run" for everything but the era.
+runs the rest (a "restart" row says so; after 2, the rest is not run). The
+fresh process is first left alone for twice the dead one's lifetime: if it
+dies too, a "lifetime" row says the server exits by itself, and the probe
+is not blamed. A command that never starts gets "not run" for everything
+but the era; what the run's --timeout cuts short is "not run" too.
 
 --call-tools calls only the tools annotated readOnlyHint: true (a tool
 without annotations is presumed destructive), with arguments filled from
@@ -261,6 +264,7 @@ type checker struct {
 	restarts int              // fresh processes started after a fatal probe
 	lost     string           // why there is no session now: the "not run" reason
 	lastProc *process.Process // the last server process, for its stderr
+	started  time.Time        // when the current server process was started
 
 	mu         sync.Mutex
 	violations []string // the first few, for the evidence

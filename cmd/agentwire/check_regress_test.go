@@ -374,3 +374,27 @@ func TestCheckCallToolsGoesOnAfterAToolKillsTheServer(t *testing.T) {
 		t.Errorf("exit %d", code)
 	}
 }
+
+// A server that dies by itself soon after it starts is not blamed on the
+// probe that happened to run: a fresh process left alone dies too, and
+// the report says the server exits by itself.
+func TestCheckServerThatDiesByItself(t *testing.T) {
+	rep, code, _, _ := runCheckMode(t, "mcp-dies-soon", "--slow-tool", "slow_report", "--slow-args", `{"steps":40,"delay_ms":50}`)
+	wantRows(t, rep, map[string]string{"era": pass, "unknown method": pass, "not JSON": pass, "large request": pass,
+		"concurrency": pass, "cancellation": notRun, "lifetime": fail, "shutdown": notRun})
+	if r := row(rep, "lifetime"); !strings.Contains(r.Evidence, "lost the database connection") || !strings.Contains(r.Evidence, "nothing but pings") {
+		t.Errorf("lifetime: %s", r.Evidence)
+	}
+	if code != 1 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+// A probe's kill is confirmed by the control: the fresh process, left
+// alone, outlives the dead one.
+func TestCheckDeathIsConfirmedByAControl(t *testing.T) {
+	rep, _, _, _ := runCheckMode(t, "mcp-dies-on-garbage")
+	if r := row(rep, "restart"); !strings.Contains(r.Evidence, "the death was the probe's doing") {
+		t.Errorf("restart: %s", r.Evidence)
+	}
+}

@@ -28,6 +28,7 @@ const (
 	ruleStderr     = "MCP stdio: stderr is for logs, never an error by itself"
 	ruleShutdown   = "MCP stdio shutdown: exit on stdin EOF, before SIGTERM and SIGKILL (docs/guarantees.md#k7)"
 	ruleRestart    = "a verdict needs a live server: after a probe that kills or hangs it, a fresh process runs the rest"
+	ruleLifetime   = "MCP stdio: a server serves until its stdin closes"
 )
 
 // maxRestarts is how many fresh processes a stdio run starts after fatal
@@ -93,6 +94,7 @@ func (c *checker) runStdio(cmd process.Command) {
 
 	// A server that dies on the probe is restarted by the client (to go on
 	// in legacy); this check reports it as a failure all the same.
+	c.started = time.Now()
 	sess, err := mcp.StartServer(c.ctx, cmd, c.mopts)
 	if err != nil {
 		c.eraFailed(err, probes)
@@ -132,7 +134,7 @@ func (c *checker) runStdio(cmd process.Command) {
 			state = c.health()
 		}
 		if state != healthOK {
-			c.replace(p.name, state)
+			c.replace(p.name, state, from)
 		}
 	}
 	c.finish()
@@ -177,17 +179,22 @@ func (c *checker) eraFailed(err error, probes []stdioProbe) {
 }
 
 // replace ends the current server, which a probe left dead or silent, and
-// starts a fresh one for the rest of the battery.
-func (c *checker) replace(after, state string) {
+// starts a fresh one for the rest of the battery. A death is the probe's
+// doing only if a fresh process, sent nothing but pings, outlives the
+// dead one's lifetime: one that dies too dies by itself, and then the rows
+// from "from" on are not the probe's failure.
+func (c *checker) replace(after, state string, from int) {
 	old := c.sess
 	c.sess = nil
-	var what string
+	var what, status string
+	lifetime := time.Since(c.started)
 	if state == healthDead {
-		status := deathNote(old.Client().Process())
-		if i := strings.Index(status, "; last stderr line"); i >= 0 {
-			status = status[:i] // the probe's row quotes it
+		status = deathNote(old.Client().Process())
+		short := status
+		if i := strings.Index(short, "; last stderr line"); i >= 0 {
+			short = short[:i] // the probe's row quotes it
 		}
-		what = fmt.Sprintf("the server died on %q (%s)", after, status)
+		what = fmt.Sprintf("the server died on %q (%s, %s after it started)", after, short, millis(lifetime))
 		old.Close()
 	} else {
 		shut := c.closeBounded(old)
@@ -204,6 +211,7 @@ func (c *checker) replace(after, state string) {
 		return
 	}
 	c.restarts++
+	c.started = time.Now()
 	sess, err := mcp.StartServer(c.ctx, c.cmd, c.mopts)
 	if err != nil {
 		c.lost = fmt.Sprintf("%s, and a fresh process did not connect: %v", what, err)
@@ -212,8 +220,46 @@ func (c *checker) replace(after, state string) {
 	}
 	c.sess, c.lastProc = sess, sess.Client().Process()
 	c.procs++
-	c.add("restart", info, fmt.Sprintf("%s: the checks below ran on a fresh process (#%d, %s %s, connected in %s)",
-		what, c.procs, sess.Era(), sess.ProtocolVersion(), millis(sess.ConnectDuration())), ruleRestart)
+	control := ""
+	if state == healthDead && lifetime <= maxControl {
+		// The control: leave the fresh process alone for longer than the
+		// dead one lived.
+		wait := 2*lifetime + 100*time.Millisecond
+		select {
+		case <-time.After(time.Until(c.started.Add(wait))):
+		case <-c.ctx.Done():
+		}
+		if c.ctx.Err() == nil {
+			if c.health() == healthDead {
+				c.diesByItself(after, status, lifetime, from)
+				return
+			}
+			control = fmt.Sprintf("; left alone, it outlived that (%s): the death was the probe's doing", millis(time.Since(c.started)))
+		}
+	}
+	c.add("restart", info, fmt.Sprintf("%s: the checks below ran on a fresh process (#%d, %s %s, connected in %s%s)",
+		what, c.procs, sess.Era(), sess.ProtocolVersion(), millis(sess.ConnectDuration()), control), ruleRestart)
+}
+
+// maxControl is the longest lifetime the control of replace waits out.
+const maxControl = 2 * time.Second
+
+// diesByItself reports a server that exits soon after it starts, whatever
+// it is sent: the probe that was running is not blamed, and nothing more
+// is run.
+func (c *checker) diesByItself(after, status string, lifetime time.Duration, from int) {
+	second := deathNote(c.sess.Client().Process())
+	secondLife := time.Since(c.started)
+	c.sess.Close()
+	c.sess = nil
+	for i := from; i < len(c.results); i++ {
+		if r := &c.results[i]; r.Result == fail || r.Result == warn {
+			r.Result, r.Evidence = notRun, fmt.Sprintf("the server died while this ran, but it dies by itself (see lifetime): %s", r.Evidence)
+		}
+	}
+	c.add("lifetime", fail, fmt.Sprintf("the server exits by itself soon after it starts: process #%d after %s (during %q: %s), process #%d, sent nothing but pings, was dead when looked at %s after its start (%s)",
+		c.procs-1, millis(lifetime), after, status, c.procs, millis(secondLife), second), ruleLifetime)
+	c.lost = fmt.Sprintf("the server exits by itself about %s after it starts", millis(lifetime))
 }
 
 // finish shuts the last server down and reports stdout, stderr and the
@@ -316,9 +362,9 @@ func (c *checker) hygiene() {
 	case c.procs == 0:
 		c.add("stdout hygiene", notRun, "no MCP session was established: stdout never carried a conversation to judge (no stray line either)", ruleHygiene)
 	case c.procs == 1:
-		c.add("stdout hygiene", pass, "only protocol messages on stdout, the shutdown included", ruleHygiene)
+		c.add("stdout hygiene", pass, "only protocol messages on stdout over the whole run", ruleHygiene)
 	default:
-		c.add("stdout hygiene", pass, fmt.Sprintf("only protocol messages on stdout, over %d processes and the shutdown", c.procs), ruleHygiene)
+		c.add("stdout hygiene", pass, fmt.Sprintf("only protocol messages on stdout over the whole run (%d processes)", c.procs), ruleHygiene)
 	}
 }
 

@@ -92,9 +92,10 @@ func (c *checker) checkCallTools(rule string) string {
 			c.add(row, notRun, c.lost, ruleToolCall)
 			continue
 		}
+		from := len(c.results)
 		state = c.callTool(row, cl.name, cl.args, ruleToolCall)
 		if state != "" && state != healthOK {
-			c.replace("tools/call "+cl.name, state)
+			c.replace("tools/call "+cl.name, state, from)
 			state = ""
 		}
 	}

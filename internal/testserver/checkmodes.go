@@ -21,6 +21,8 @@ import (
 //	                     is not JSON (as the go-sdk server does)
 //	mcp-hangs-on-garbage the same, but it stops reading instead
 //	mcp-slow-start       the example MCP server, after 800 ms of start-up
+//	mcp-dies-soon        the example MCP server, which exits 1 by itself 300 ms
+//	                     after it starts ("fatal: lost the database connection")
 //	exit-at-start        writes "Error: MCP_API_KEY is not set" to stderr and exits 1
 //	hang-at-start        never reads stdin nor writes anything
 //	mcp-tools            an MCP server whose tools record being called, one per
@@ -66,6 +68,17 @@ func serveCheckMode(mode string) (int, bool) {
 		return 0, true
 	case "mcp-slow-start":
 		time.Sleep(800 * time.Millisecond)
+		conn, err := seedserver.New(seedserver.Options{}).ServeStdio(nil, nil)
+		if err != nil {
+			return 1, true
+		}
+		conn.Wait()
+		return 0, true
+	case "mcp-dies-soon":
+		time.AfterFunc(300*time.Millisecond, func() {
+			fmt.Fprintln(os.Stderr, "fatal: lost the database connection")
+			os.Exit(1)
+		})
 		conn, err := seedserver.New(seedserver.Options{}).ServeStdio(nil, nil)
 		if err != nil {
 			return 1, true
