@@ -290,8 +290,15 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	}
 
 	shut := closeSession()
+	if intr.secondCame() && shut.Outcome != "" && shut.ExitCode == -1 {
+		// The second signal killed it, whatever step the ladder was at.
+		shut.Outcome = process.Killed
+	}
 	if *report {
 		writeReport(stderr, rep, c, shut)
+	}
+	if !wasInterrupted && intr.code() != 0 { // during the shutdown
+		code = interrupted()
 	}
 	return code
 }

@@ -295,3 +295,38 @@ func TestListenSaysWhere(t *testing.T) {
 		t.Errorf("exit after SIGINT: %v", err)
 	}
 }
+
+// A signal during the ladder that follows the result: the first lets the
+// ladder go on, the second kills the group; call exits 130 either way.
+func TestCtrlCLeavesTheServerRunningCallDuringShutdown(t *testing.T) {
+	t.Parallel()
+	r := startSignalled(t, "stubborn-tree", "call", "--era", "none", "--grace", "10s", "--report",
+		"--method", "echo", "--params", `{"x":1}`)
+	pgid := r.serverGroup()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.stdout.String(), `{"x":1}`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no result; stderr:\n%s", r.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.signal(syscall.SIGINT)
+	time.Sleep(150 * time.Millisecond)
+	select {
+	case <-r.exited:
+		t.Fatalf("the first signal ended call (exit %d) before the ladder did", r.code)
+	default:
+	}
+	sent := time.Now()
+	r.signal(syscall.SIGINT)
+	if code := r.wait(3 * time.Second); code != 130 {
+		t.Errorf("exit %d, want 130; stderr:\n%s", code, r.stderr.String())
+	}
+	if took := r.finished.Sub(sent); took > 1500*time.Millisecond {
+		t.Errorf("exited %v after the second SIGINT", took)
+	}
+	if !strings.Contains(r.stderr.String(), `"shutdown":"killed"`) {
+		t.Errorf("report: %s", r.stderr.String())
+	}
+	assertGroupGone(t, pgid)
+}

@@ -137,6 +137,16 @@ func (in *interrupts) onSecond(kill func()) (remove func()) {
 	}
 }
 
+// secondCame reports whether the second signal came.
+func (in *interrupts) secondCame() bool {
+	select {
+	case <-in.second:
+		return true
+	default:
+		return false
+	}
+}
+
 // signal returns the first signal, or nil.
 func (in *interrupts) signal() os.Signal {
 	in.mu.Lock()
