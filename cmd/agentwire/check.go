@@ -116,7 +116,9 @@ A Streamable HTTP server (--url) gets: era, status codes (a body that is
 not JSON, GET, an unknown method, a notification), header mirroring
 (2026-07-28: Mcp-Method, MCP-Protocol-Version, Mcp-Name against the body),
 Origin (a foreign one must get 403), cancellation by disconnect (with
---slow-tool) and subscriptions/listen (2026-07-28).
+--slow-tool) and subscriptions/listen (2026-07-28); a server that stops
+answering after a probe is blamed once ("server health") and the probes
+after it are not run.
 
 Flags:
 `

@@ -235,14 +235,26 @@ func (c *checker) runHTTP(url string) {
 		func() { c.httpDisconnect(ruleDisconnect) },
 		func() { c.httpListen(ruleListen) },
 	}
+	lost := ""
 	for i, probe := range probes {
-		if c.ctx.Err() != nil {
+		switch {
+		case c.ctx.Err() != nil:
 			c.add(rows[i].name, notRun, c.cutReason(), rows[i].rule)
+			continue
+		case lost != "":
+			c.add(rows[i].name, notRun, lost, rows[i].rule)
 			continue
 		}
 		from := len(c.results)
 		probe()
-		c.cutShort(from)
+		if c.cutShort(from) {
+			continue
+		}
+		// Every probe starts on a server that has just answered.
+		if err := c.httpHealth(); err != nil && c.ctx.Err() == nil {
+			lost = fmt.Sprintf("the server stopped answering after %q (%s: %v)", rows[i].name, pingMethod(c.sess), err)
+			c.add("server health", fail, lost, "a server keeps answering after a refused or cancelled request")
+		}
 	}
 }
 

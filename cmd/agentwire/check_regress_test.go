@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentwire/agentwire/internal/testserver"
@@ -396,5 +397,40 @@ func TestCheckDeathIsConfirmedByAControl(t *testing.T) {
 	rep, _, _, _ := runCheckMode(t, "mcp-dies-on-garbage")
 	if r := row(rep, "restart"); !strings.Contains(r.Evidence, "the death was the probe's doing") {
 		t.Errorf("restart: %s", r.Evidence)
+	}
+}
+
+// An HTTP server that hangs after a body that is not JSON is blamed for
+// that, once: the probes after it are not run.
+func TestCheckURLAgainstAServerThatHangs(t *testing.T) {
+	var hung atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if hung.Load() || (r.Method == http.MethodPost && !json.Valid(body)) {
+			hung.Store(true)
+			<-r.Context().Done()
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.Unmarshal(body, &m)
+		w.Header().Set("Content-Type", "application/json")
+		result := `{"tools":[],"resultType":"complete"}`
+		if m.Method == "server/discover" {
+			result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"hangs","version":"1"}}}`
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+	}))
+	t.Cleanup(srv.Close)
+	rep, code := runCheckURL(t, srv.URL+"/mcp", "--request-timeout", "0.3s")
+	wantRows(t, rep, map[string]string{"era": pass, "status codes": fail, "server health": fail, "header mirroring": notRun,
+		"origin": notRun, "disconnect": notRun, "listen": notRun})
+	if r := row(rep, "header mirroring"); !strings.Contains(r.Evidence, `stopped answering after "status codes"`) {
+		t.Errorf("header mirroring: %s", r.Evidence)
+	}
+	if code != 1 {
+		t.Errorf("exit %d", code)
 	}
 }
