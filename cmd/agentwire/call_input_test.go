@@ -135,6 +135,18 @@ func TestCallPromptsForAForm(t *testing.T) {
 	if res, err := p.ask(context.Background(), "elicitation/create", params); err != nil || res.(map[string]any)["action"] != "decline" {
 		t.Errorf("decline: %v %v", res, err)
 	}
+	// Sampling: the user replies in the model's place; roots: paths or URIs.
+	p = &prompter{in: strings.NewReader("Paris\n/srv file:///tmp\n"), out: &out}
+	res, err = p.ask(context.Background(), "sampling/createMessage", json.RawMessage(`{"messages":[{"role":"user","content":{"type":"text","text":"Capital of France?"}}],"maxTokens":9}`))
+	b, _ = json.Marshal(res)
+	if err != nil || !strings.Contains(string(b), `"text":"Paris"`) || !strings.Contains(out.String(), "user: Capital of France?") {
+		t.Errorf("sampling: %s %v", b, err)
+	}
+	res, err = p.ask(context.Background(), "roots/list", json.RawMessage(`{}`))
+	b, _ = json.Marshal(res)
+	if err != nil || string(b) != `{"roots":[{"uri":"file:///srv"},{"uri":"file:///tmp"}]}` {
+		t.Errorf("roots: %s %v", b, err)
+	}
 }
 
 // Defect: -32601 for a feature the server lacks said the method was "not
