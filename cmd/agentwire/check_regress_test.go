@@ -198,6 +198,7 @@ func TestCheckFillArgs(t *testing.T) {
 		{`{"allOf":[{"properties":{"a":{"type":"boolean"}},"required":["a"]},{"properties":{"b":{"const":3}},"required":["b"]}]}`, `{"a":false,"b":3}`},
 		{`{"type":"object","properties":{"d":{"type":"string","default":"x"}},"required":["d"]}`, `{"d":"x"}`},
 		{`{}`, `{}`},
+		{`{"$defs":{"F":{"type":"object","properties":{"n":{"type":"integer","maximum":0}},"required":["n"]}},"type":"object","properties":{"f":{"$ref":"#/$defs/F"}},"required":["f"]}`, `{"f":{"n":0}}`},
 	} {
 		args, why := fillArgs(json.RawMessage(tc.schema))
 		got, _ := json.Marshal(args)

@@ -175,7 +175,7 @@ func fillArgs(schema json.RawMessage) (args map[string]any, why string) {
 	if _, ok := s["type"]; !ok {
 		s["type"] = "object"
 	}
-	v, why := fillValue(s, 0)
+	v, why := fillValue(s, s, 0)
 	if why != "" {
 		return nil, why
 	}
@@ -186,7 +186,7 @@ func fillArgs(schema json.RawMessage) (args map[string]any, why string) {
 	return m, ""
 }
 
-func fillValue(s map[string]any, depth int) (any, string) {
+func fillValue(root, s map[string]any, depth int) (any, string) {
 	if depth > 8 {
 		return nil, "nested too deeply"
 	}
@@ -208,7 +208,13 @@ func fillValue(s map[string]any, depth int) (any, string) {
 		return ex[0], ""
 	}
 	if ref, ok := s["$ref"].(string); ok {
-		return nil, "$ref " + ref + " is not followed"
+		target, ok := resolveRef(root, ref)
+		if !ok {
+			return nil, "$ref " + ref + " is not in the schema"
+		}
+		merged := without(s, "$ref")
+		mergeSchema(merged, target)
+		return fillValue(root, merged, depth+1)
 	}
 	if all, ok := s["allOf"].([]any); ok {
 		merged := without(s, "allOf")
@@ -217,7 +223,7 @@ func fillValue(s map[string]any, depth int) (any, string) {
 				mergeSchema(merged, am)
 			}
 		}
-		return fillValue(merged, depth+1)
+		return fillValue(root, merged, depth+1)
 	}
 	for _, key := range []string{"anyOf", "oneOf"} {
 		alts, ok := s[key].([]any)
@@ -233,7 +239,7 @@ func fillValue(s map[string]any, depth int) (any, string) {
 			}
 			merged := without(base)
 			mergeSchema(merged, am)
-			v, why := fillValue(merged, depth+1)
+			v, why := fillValue(root, merged, depth+1)
 			if why == "" {
 				return v, ""
 			}
@@ -266,7 +272,7 @@ func fillValue(s map[string]any, depth int) (any, string) {
 	}
 	last := "no type"
 	for _, t := range types {
-		v, why := fillType(t, s, depth)
+		v, why := fillType(root, t, s, depth)
 		if why == "" {
 			return v, ""
 		}
@@ -275,7 +281,7 @@ func fillValue(s map[string]any, depth int) (any, string) {
 	return nil, last
 }
 
-func fillType(t string, s map[string]any, depth int) (any, string) {
+func fillType(root map[string]any, t string, s map[string]any, depth int) (any, string) {
 	num := func(key string) (float64, bool) {
 		f, ok := s[key].(float64)
 		return f, ok
@@ -344,7 +350,7 @@ func fillType(t string, s map[string]any, depth int) (any, string) {
 			if item == nil {
 				item = map[string]any{}
 			}
-			v, why := fillValue(item, depth+1)
+			v, why := fillValue(root, item, depth+1)
 			if why != "" {
 				return nil, "array items: " + why
 			}
@@ -370,7 +376,7 @@ func fillType(t string, s map[string]any, depth int) (any, string) {
 			if ps == nil {
 				ps = map[string]any{}
 			}
-			v, why := fillValue(ps, depth+1)
+			v, why := fillValue(root, ps, depth+1)
 			if why != "" {
 				return nil, name + ": " + why
 			}
@@ -415,4 +421,29 @@ func mergeSchema(a, b map[string]any) {
 			a[k] = v
 		}
 	}
+}
+
+// resolveRef finds a local reference ("#/$defs/Name", "#/definitions/x")
+// in the root schema; other references are not followed.
+func resolveRef(root map[string]any, ref string) (map[string]any, bool) {
+	path, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, false
+	}
+	cur := any(root)
+	for _, part := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	m, ok := cur.(map[string]any)
+	return m, ok
 }
