@@ -98,7 +98,7 @@ func TestCheckDeadServerIsNotBlamedForLaterProbes(t *testing.T) {
 // The same for a server that stops answering after the line: it is shut
 // down, and a fresh process runs the rest.
 func TestCheckHungServerIsNotBlamedForLaterProbes(t *testing.T) {
-	rep, _, _, _ := runCheckMode(t, "mcp-hangs-on-garbage", "--request-timeout", "0.5s")
+	rep, _, _, _ := runCheckMode(t, "mcp-hangs-on-garbage", "--request-timeout", "1s")
 	wantRows(t, rep, map[string]string{"not JSON": warn, "restart": info, "large request": pass, "concurrency": pass,
 		"cancellation": pass, "shutdown": pass})
 	if r := row(rep, "restart"); !strings.Contains(r.Evidence, "stopped answering") {
