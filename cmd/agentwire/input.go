@@ -607,8 +607,8 @@ func fieldValue(l, typ string, options []json.RawMessage, multi bool) (any, erro
 			return options[n-1], nil
 		}
 		for _, o := range options {
-			var os string
-			if json.Unmarshal(o, &os) == nil && os == s || string(o) == s {
+			var str string
+			if json.Unmarshal(o, &str) == nil && str == s || string(o) == s {
 				return o, nil
 			}
 		}
