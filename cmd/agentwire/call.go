@@ -258,14 +258,16 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 			defer intr.onSecond(proc.Kill)()
 		}
 	}
-	tctx, cancel := context.WithTimeout(intr.ctx, *timeout)
-	ctx, stopCall := context.WithCancel(tctx)
+	// The time the user takes to answer the server does not count.
+	clock := newPausableDeadline(intr.ctx, *timeout)
+	ctx, stopCall := context.WithCancel(clock.ctx)
 	in.mu.Lock()
-	in.stop = stopCall
+	in.stop, in.clock = stopCall, clock
 	in.mu.Unlock()
 	res, err := call()
+	timedOut := errors.Is(context.Cause(clock.ctx), context.DeadlineExceeded)
 	stopCall()
-	cancel()
+	clock.stop()
 
 	code := exitOK
 	var rpcErr *jsonrpc.Error
@@ -281,7 +283,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &rpcErr):
 		fmt.Fprintf(stdout, "%s\n", jsonrpc.AppendError(nil, rpcErr))
 		code = exitFailure
-	case errors.Is(err, context.DeadlineExceeded):
+	case timedOut || errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "agentwire call: no response to %s within %v\n", *method, *timeout)
 		code = exitTransport
 	default:

@@ -48,8 +48,10 @@ func TestCallCannotAnswerTheServerTerminal(t *testing.T) {
 			t.Parallel()
 			master, slave := openPTY(t)
 			defer master.Close()
-			cmd := exec.Command(binary, append([]string{"call", "--era", era, "--tool", "test_elicitation", "--args", `{"message":"Who are you?"}`}, fixtureServer()...)...)
-			var out, errb bytes.Buffer
+			// --timeout does not count the time the user takes.
+			cmd := exec.Command(binary, append([]string{"call", "--era", era, "--timeout", "300ms", "--tool", "test_elicitation", "--args", `{"message":"Who are you?"}`}, fixtureServer()...)...)
+			var out bytes.Buffer
+			var errb lockedBuffer
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, &out, &errb
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -57,6 +59,13 @@ func TestCallCannotAnswerTheServerTerminal(t *testing.T) {
 			slave.Close()
 			echoed := make(chan struct{})
 			go func() { io.Copy(io.Discard, master); close(echoed) }() // the terminal's echo
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(errb.String(), "email"); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					break
+				}
+			}
+			time.Sleep(500 * time.Millisecond) // the user thinks
 			// The fields come in the schema's order: email, then username.
 			io.WriteString(master, "ann@example.com\nann\n")
 			err := cmd.Wait()

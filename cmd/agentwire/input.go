@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
@@ -36,6 +37,8 @@ type callInput struct {
 	// stop ends the call as soon as a request is left unanswered (a
 	// legacy server would otherwise go on with an error of ours).
 	stop func()
+	// clock is the call's --timeout, stopped while the user is asked.
+	clock *pausableDeadline
 }
 
 // answers are --input's answers to one method: one answer for every
@@ -154,7 +157,10 @@ func (ci *callInput) answer(ctx context.Context, req mcp.InputRequest) (any, err
 	if ci.term != nil {
 		// Not under mu: the user may take their time, and a signal must
 		// not wait for them.
+		clock := ci.clock
 		ci.mu.Unlock()
+		clock.pause()
+		defer clock.resume()
 		return ci.term.ask(ctx, req.Method, raw)
 	}
 	ci.missing = describe(req.Method, raw)
@@ -663,3 +669,61 @@ func fieldValue(l, typ string, options []json.RawMessage, multi bool) (any, erro
 
 // stdinTerminal reports whether stdin is a terminal a user can answer on.
 func stdinTerminal() bool { return isTerminal(os.Stdin) }
+
+// pausableDeadline is a context cancelled (with cause DeadlineExceeded)
+// once d of unpaused time has passed.
+type pausableDeadline struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	left    time.Duration
+	since   time.Time
+	paused  int
+	expired bool
+}
+
+func newPausableDeadline(parent context.Context, d time.Duration) *pausableDeadline {
+	ctx, cancel := context.WithCancelCause(parent)
+	p := &pausableDeadline{ctx: ctx, cancel: cancel, left: d, since: time.Now()}
+	p.timer = time.AfterFunc(d, func() {
+		p.mu.Lock()
+		p.expired = true
+		p.mu.Unlock()
+		cancel(context.DeadlineExceeded)
+	})
+	return p
+}
+
+// pause stops the clock (nested pauses need as many resumes); nil-safe.
+func (p *pausableDeadline) pause() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused == 0 && !p.expired && p.timer.Stop() {
+		p.left -= time.Since(p.since)
+	}
+	p.paused++
+}
+
+func (p *pausableDeadline) resume() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused--
+	if p.paused == 0 && !p.expired {
+		p.since = time.Now()
+		p.timer.Reset(max(p.left, 0))
+	}
+}
+
+// stop releases the clock.
+func (p *pausableDeadline) stop() {
+	p.timer.Stop()
+	p.cancel(context.Canceled)
+}

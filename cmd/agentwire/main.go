@@ -141,8 +141,9 @@ Flags of call:
   --url URL                talk to a Streamable HTTP server instead (era probed over
                            HTTP; 401/403/5xx are errors, never a reason to fall back)
   --token T                with --url: the bearer token to send
-  --timeout D              how long to wait for the response, once connected, answering
-                           the server's questions included (default 30s)
+  --timeout D              how long to wait for the response, once connected (default 30s;
+                           the time you take to answer the server on a terminal is not
+                           counted)
   --connect-timeout D      how long the MCP negotiation may take (default 30s)
   --grace D                each wait of the shutdown ladder: close stdin, wait D,
                            SIGTERM the process group, wait D, SIGKILL (default 2s)
