@@ -160,3 +160,32 @@ func TestBridgeInFrontOfNpmServers(t *testing.T) {
 		})
 	}
 }
+
+// Issue acceptance: `serve mcp`'s echo, whose schema requires text, no
+// longer runs on {}: the TypeScript clients, in both eras, get a tool
+// result with isError that says what was wrong, directly and through the
+// bridge.
+func TestTypeScriptClientsSeeArgumentValidation(t *testing.T) {
+	for _, target := range []struct {
+		name string
+		args []string
+	}{
+		{"serve", []string{"serve", "mcp", "--http", "127.0.0.1:0"}},
+		{"bridge", []string{"bridge", "--http", "127.0.0.1:0", "--", binary, "serve", "mcp"}},
+	} {
+		t.Run(target.name, func(t *testing.T) {
+			t.Parallel()
+			url := startHTTP(t, target.args...)
+			for _, c := range [][2]string{{"v1", "legacy"}, {"v2", "auto"}} {
+				out, stderr, code := run(t, 60*time.Second, "node", "tools-client.mjs", c[0], c[1], url, "echo", `{}`)
+				var s toolsSummary
+				if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &s); err != nil || code != 0 || !s.OK {
+					t.Fatalf("%s: exit %d, summary %q (%v), stderr %s", c[0], code, out, err, stderr)
+				}
+				if !s.IsError || s.Text != `invalid arguments for echo: argument "text" is required but missing.` {
+					t.Errorf("%s %s: isError %v, text %q", c[0], s.Era, s.IsError, s.Text)
+				}
+			}
+		})
+	}
+}
