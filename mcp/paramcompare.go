@@ -64,7 +64,7 @@ const maxShortExp = 18
 func parseDecimal[S ~string | ~[]byte](s S, buf []byte) (decimal, bool) {
 	var d decimal
 	n := len(s)
-	if n == 0 || n >= 1<<48 {
+	if n == 0 || int64(n) >= 1<<48 {
 		return d, false
 	}
 	i := 0
