@@ -144,13 +144,14 @@ func TestRegressionBridgeForwardsParamsNull(t *testing.T) {
 				sess.Close()
 			}
 			// Raw POSTs as other clients write them: no params at all,
-			// params {}, and params holding only _meta.
+			// params {}, params null, and params holding only _meta.
 			meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
 			for _, tc := range []struct{ version, body string }{
 				{"2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
 				{"2025-11-25", `{"jsonrpc":"2.0","id":2,"method":"prompts/list","params":{}}`},
 				{"2025-11-25", `{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{"_meta":{}}}`},
 				{"2025-11-25", `{"jsonrpc":"2.0","id":4,"method":"ping"}`},
+				{"2025-11-25", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":null}`}, // read as absent
 				{"2026-07-28", `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{` + meta + `}}`},
 				{"2026-07-28", `{"jsonrpc":"2.0","id":6,"method":"resources/templates/list","params":{` + meta + `}}`},
 			} {
@@ -183,7 +184,7 @@ func TestRegressionBridgeForwardsParamsNull(t *testing.T) {
 					}
 				}
 			}
-			if forwarded < 6 {
+			if forwarded < 7 {
 				t.Errorf("only %d list requests reached the server:\n%s", forwarded, strings.Join(lines, "\n"))
 			}
 		})
