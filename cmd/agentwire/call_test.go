@@ -66,9 +66,12 @@ func TestCallShutdownLadder(t *testing.T) {
 		outcome  string
 		min, max int64 // ms
 	}{
-		{"echo", "exited", 0, 150},
-		{"ignore-eof", "terminated", 300, 550},
-		{"ignore-term", "killed", 600, 900},
+		// The outcome is what matters; the bounds only say that no
+		// step waited longer than it must (one grace is 300 ms), with
+		// room for a loaded machine.
+		{"echo", "exited", 0, 299},
+		{"ignore-eof", "terminated", 300, 599},
+		{"ignore-term", "killed", 600, 1200},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
