@@ -89,7 +89,7 @@ func (r *run) report() string {
 	return b.String()
 }
 
-// goals checks issue 9's targets, all in a subprocess.
+// goals checks the performance targets (docs/guarantees.md, P1-P6), all in a subprocess.
 func (r *run) goals() string {
 	var b strings.Builder
 	b.WriteString("## Goals (subprocess unless noted)\n\n| goal | measured | met |\n|---|---|---|\n")

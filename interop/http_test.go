@@ -213,7 +213,7 @@ func TestBridgeToLegacyServerAndRestart(t *testing.T) {
 	}
 }
 
-// T2 and the issue's conformance deliverable: the official conformance
+// T2: the official conformance
 // suite, both the stable release (2025-11-25 and earlier, served
 // statelessly) and the 2026-07-28 prerelease, against `agentwire serve mcp
 // --http`. Scenarios that need fixtures or server features the example

@@ -17,7 +17,7 @@ import (
 
 var binary string // the agentwire command, built for these tests
 
-// seedToolCount is how many tools `agentwire serve mcp` has: seed 001's five
+// seedToolCount is how many tools `agentwire serve mcp` has: the five demonstration tools
 // and the five conformance diagnostics.
 const seedToolCount = 10
 
@@ -187,7 +187,7 @@ type report struct {
 
 // agentwire's negotiating client against the TypeScript servers: v1 falls
 // back to legacy (the probe gets -32601), v2 is modern, server-everything is
-// legacy (issue 4 acceptance).
+// legacy.
 func TestAgentwireCallAgainstTypeScriptServers(t *testing.T) {
 	everything := filepath.Join("node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	cases := []struct {
@@ -219,7 +219,7 @@ func TestAgentwireCallAgainstTypeScriptServers(t *testing.T) {
 // The official TypeScript ACP client (@agentclientprotocol/sdk) spawns
 // `agentwire serve acp`: a permission round trip, then a slow prompt during
 // which the mode changes at once, a second prompt is refused with -32000,
-// and a session/cancel makes the turn answer "cancelled" (issue 5).
+// and a session/cancel makes the turn answer "cancelled" (guarantee A5).
 func TestTypeScriptACPClient(t *testing.T) {
 	out, stderr, code := run(t, 60*time.Second, "node", "acp-client.mjs", "--", binary, "serve", "acp")
 	var s struct {

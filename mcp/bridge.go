@@ -20,8 +20,8 @@ import (
 )
 
 // Bridge serves one stdio MCP server, reached through a Session, to any
-// number of Streamable HTTP clients of either era (seed 001: "stdio when
-// the app starts the server; Streamable HTTP when it is shared"). All HTTP
+// number of Streamable HTTP clients of either era (stdio when the app
+// starts the server; Streamable HTTP when it is shared). All HTTP
 // clients share the one server process; a session started with a restart
 // policy replaces it when it crashes, and read-only requests in flight are
 // retried on the new one.
@@ -209,7 +209,7 @@ func (b *Bridge) exchangeHandler(modern bool, legacyVersion string) rpc.Handler 
 	})
 }
 
-// readOnly methods are retried on a restarted server (SPEC K6).
+// readOnly methods are retried on a restarted server (guarantee K6).
 var readOnly = []string{methodDiscover, methodToolsList, "prompts/list", "prompts/get", "resources/list",
 	"resources/templates/list", "resources/read", "completion/complete", methodPing}
 

@@ -34,7 +34,7 @@ func startBridge(t *testing.T, era mcp.Era) (string, *mcp.Session) {
 	return srv.URL + "/mcp", child
 }
 
-// T2, issue "bridge": every combination of HTTP client era and stdio
+// T2: every combination of HTTP client era and stdio
 // server era lists and calls tools through the bridge, progress included.
 func TestBridgeEras(t *testing.T) {
 	for _, server := range []mcp.Era{mcp.Dual, mcp.LegacyOnly} {

@@ -19,7 +19,7 @@ import (
 	"github.com/agentwire/agentwire/rpc"
 )
 
-// Mode says how a client picks the protocol era (SPEC E2).
+// Mode says how a client picks the protocol era (guarantee E2).
 type Mode int
 
 const (
@@ -55,7 +55,7 @@ const (
 	ProbeNone        ProbeOutcome = "none"         // Legacy mode: no probe
 )
 
-// Defaults of ClientOptions (seed 000, SPEC E3).
+// Defaults of ClientOptions (guarantee E3).
 const (
 	DefaultProbeTimeout            = 5 * time.Second
 	DefaultProcessStartupAllowance = 10 * time.Second
@@ -228,7 +228,7 @@ func (s *Session) transportOptions() *client.Options {
 	}
 	o.Handler = rpc.HandlerFunc(s.handle)
 	// A restarted legacy server knows nothing of our initialize: it is
-	// repeated before any call reaches the new process (SPEC K6).
+	// repeated before any call reaches the new process (guarantee K6).
 	o.Handshake = func(ctx context.Context, conn *rpc.Conn) error {
 		if !s.connected.Load() || s.era != "legacy" {
 			return nil
@@ -322,7 +322,7 @@ func (s *Session) Client() *client.Client { return s.c }
 // Close ends the session, shutting a started server down with the ladder.
 func (s *Session) Close() process.ShutdownResult { return s.t.close() }
 
-// ----- negotiation (SPEC E2–E5) -----
+// ----- negotiation (guarantees E2–E5) -----
 
 func (s *Session) meta(version string) map[string]any {
 	return map[string]any{
@@ -385,8 +385,8 @@ func (s *Session) legacyHandshake(ctx context.Context) error {
 	return s.initialize(ctx)
 }
 
-// probeAndDecide sends server/discover and reads the outcome (seed 001,
-// "the probe"): a result is modern; -32022 is modern at another version,
+// probeAndDecide sends server/discover and reads the outcome (the probe of
+// the MCP 2026-07-28 stdio transport's backward compatibility): a result is modern; -32022 is modern at another version,
 // never a fallback; any other error, silence or the server dying is legacy.
 // The fallback is never keyed to one error code.
 func (s *Session) probeAndDecide(ctx context.Context) error {
@@ -438,7 +438,7 @@ func (s *Session) probeAndDecide(ctx context.Context) error {
 		switch outcome {
 		case ProbeError:
 			if perr.definitive {
-				s.put(EraEntry{Era: "legacy"}) // a definitive rejection (SPEC E4)
+				s.put(EraEntry{Era: "legacy"}) // a definitive rejection (guarantee E4)
 			}
 		case ProbeExit:
 			if err := s.t.restart(ctx); err != nil {
@@ -472,7 +472,7 @@ func (s *Session) discover(ctx context.Context, version string) (ProbeOutcome, j
 		return ProbeResult, res, probeError{}
 	case !eraEvidence(err):
 		// 401, 403, 5xx...: the server (or something before it) refused
-		// us; that says nothing about its era (research §3.1).
+		// us; that says nothing about its era (guarantee E2).
 		return ProbeError, nil, probeError{err: err, fatal: true}
 	case errors.As(err, &hse) && hse.RPC == nil:
 		// 400/404/405 with no JSON-RPC error: not a modern server (one
@@ -524,7 +524,7 @@ func (s *Session) modernFromDiscover(ctx context.Context, raw json.RawMessage) e
 	var r discoverResult
 	if err := json.Unmarshal(raw, &r); err != nil || len(r.SupportedVersions) == 0 {
 		// A malformed probe response is not modern evidence, and teaches
-		// the cache nothing (SPEC E4).
+		// the cache nothing (guarantee E4).
 		s.probe = ProbeError
 		if s.opts.Mode == Modern {
 			return fmt.Errorf("%w: malformed server/discover result", ErrNotModern)
@@ -543,7 +543,7 @@ func (s *Session) modernFromDiscover(ctx context.Context, raw json.RawMessage) e
 		return fmt.Errorf("%w: the server lists %v", ErrNoCommonVersion, r.SupportedVersions)
 	}
 	if !slices.ContainsFunc(r.SupportedVersions, IsModern) {
-		s.put(EraEntry{Era: "legacy"}) // an explicit legacy-only list (SPEC E4)
+		s.put(EraEntry{Era: "legacy"}) // an explicit legacy-only list (guarantee E4)
 	}
 	return s.legacyHandshake(ctx)
 }
@@ -551,7 +551,7 @@ func (s *Session) modernFromDiscover(ctx context.Context, raw json.RawMessage) e
 // eraEvidence reports whether an error can say anything about a server's
 // era: over HTTP, only an answer of the server itself (a JSON-RPC error
 // with 200, 400, 404 or 405) can; 401, 403 and 5xx come from in front of
-// it or from its trouble (research §3.1).
+// it or from its trouble (guarantee E2).
 func eraEvidence(err error) bool {
 	var hse *HTTPStatusError
 	if errors.As(err, &hse) {
@@ -709,7 +709,7 @@ func (s *Session) answerInput(ctx context.Context, method string, params any, re
 }
 
 // forgetOn drops the cached era when a modern request is refused for its
-// version: the negotiation the cache remembers no longer holds (SPEC E5).
+// version: the negotiation the cache remembers no longer holds (guarantee E5).
 func (s *Session) forgetOn(err error) {
 	var je *jsonrpc.Error
 	if s.era == "modern" && errors.As(err, &je) && je.Code == CodeUnsupportedProtocolVersion {
@@ -801,9 +801,11 @@ func WithLogLevel(level string) CallOption { return func(o *callOptions) { o.log
 // WithProgress asks for progress notifications and delivers them to f.
 func WithProgress(f ProgressFunc) CallOption { return func(o *callOptions) { o.progress = f } }
 
-// SafeToRetry marks the call read-only: it is retried once on a restarted
-// server if the server dies during it.
-func SafeToRetry() CallOption { return func(o *callOptions) { o.retryable = true } }
+// Retryable marks the call read-only: it is retried once on a restarted
+// server if the server dies during it (over HTTP: if its response stream
+// breaks). It is client.Retryable for MCP calls: one idea, one name at
+// both layers.
+func Retryable() CallOption { return func(o *callOptions) { o.retryable = true } }
 
 // CallTool calls a tool. Cancelling ctx sends notifications/cancelled.
 func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...CallOption) (*ToolResult, error) {

@@ -95,7 +95,7 @@ func connectTo(t *testing.T, sopts *mcp.ServerOptions, wrap func(*mcp.Server) rp
 	return sess, rec, err
 }
 
-// SPEC E2: a result is modern.
+// guarantee E2: a result is modern.
 func TestProbeModern(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sess, rec, err := connectTo(t, nil, nil, nil)
@@ -122,7 +122,7 @@ func TestProbeModern(t *testing.T) {
 	})
 }
 
-// SPEC E2: any other error is legacy, whatever its code.
+// guarantee E2: any other error is legacy, whatever its code.
 func TestProbeErrorFallsBackToLegacy(t *testing.T) {
 	for _, code := range []int64{-32601, -32602, -32600, -32000, 0} {
 		t.Run(string(jsonrpc.Int64ID(code)), func(t *testing.T) {
@@ -147,7 +147,7 @@ func TestProbeErrorFallsBackToLegacy(t *testing.T) {
 	}
 }
 
-// SPEC E2: -32022 is modern evidence; with no common version the client
+// guarantee E2: -32022 is modern evidence; with no common version the client
 // fails and never sends initialize.
 func TestUnsupportedVersionNeverFallsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -166,8 +166,8 @@ func TestUnsupportedVersionNeverFallsBack(t *testing.T) {
 	})
 }
 
-// SPEC E2, E3: silence past the probe timeout is legacy (the silent legacy
-// server of seed 001), after exactly ProbeTimeout.
+// guarantees E2, E3: silence past the probe timeout is legacy (the silent legacy
+// legacy server that ignores what it does not know), after exactly ProbeTimeout.
 func TestSilentServerTimesOutToLegacy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -219,7 +219,7 @@ func TestMalformedDiscoverResultFallsBack(t *testing.T) {
 	})
 }
 
-// SPEC E4 and E5, with a fake clock: what each outcome teaches the cache.
+// guarantees E4 and E5, with a fake clock: what each outcome teaches the cache.
 func TestEraCacheRules(t *testing.T) {
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -359,7 +359,7 @@ func TestEraCacheRules(t *testing.T) {
 	})
 }
 
-// SPEC E6, client side: a listen stream is acknowledged, notifications with
+// guarantee E6, client side: a listen stream is acknowledged, notifications with
 // its id reach the callback, and the client's Close ends it.
 func TestClientListen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -397,7 +397,7 @@ func TestClientListen(t *testing.T) {
 }
 
 // The server may end a stream with a final result or with
-// notifications/cancelled; the client accepts both (SPEC E6).
+// notifications/cancelled; the client accepts both (guarantee E6).
 func TestClientListenEndedByServer(t *testing.T) {
 	for _, how := range []string{"result", "cancelled"} {
 		t.Run(how, func(t *testing.T) {

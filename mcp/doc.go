@@ -10,7 +10,7 @@
 // own handler and ConnOptions the connection options MCP needs (initialize
 // is a barrier, batches are rejected, notifications/cancelled silences a
 // request). A dual-era server (the default) picks the era per request
-// (SPEC E1): a request whose _meta carries
+// (guarantee E1): a request whose _meta carries
 // io.modelcontextprotocol/protocolVersion is modern and is validated on its
 // own (a missing or malformed required field is -32602; an unknown version
 // is -32022 with data.supported and data.requested) and served statelessly,
@@ -27,7 +27,7 @@
 // more is written for the request. subscriptions/listen is acknowledged
 // first; every notification on it carries the subscription id; it announces
 // tool-set changes; a client cancel ends it silently and end of input ends
-// it with the graceful final result (SPEC E6).
+// it with the graceful final result (guarantee E6).
 //
 // The typed AddTool checks a call's arguments against the InputSchema the
 // tool publishes (inferred by SchemaFor, or its own) before the handler
@@ -74,7 +74,7 @@
 // # Client
 //
 // StartServer (a subprocess) and NewClient (any stream) negotiate the era
-// (SPEC E2–E5). In Auto mode the client probes with server/discover first:
+// (guarantees E2–E5). In Auto mode the client probes with server/discover first:
 // a result is modern (a mutually supported version is chosen); -32022 is
 // modern at another version and is never a reason to fall back; any other
 // error, silence past ProbeTimeout (plus ProcessStartupAllowance on a fresh
@@ -92,14 +92,15 @@
 // a negotiation based on them fails.
 //
 // Typed calls cover the surface: ListTools, CallTool (WithProgress,
-// WithLogLevel, SafeToRetry), ListResources, ListResourceTemplates,
+// WithLogLevel, Retryable), ListResources, ListResourceTemplates,
 // ReadResource, ListPrompts, GetPrompt, Complete, SetLogLevel, and Request
 // for anything else; lists follow nextCursor. ClientOptions.OnInput
 // answers what a server asks in both eras (legacy server requests, and
 // input_required results, answered and retried with the server's
-// requestState); OnLog receives log messages. Over HTTP, tools whose
-// x-mcp-header annotations are invalid are dropped from ListTools, and
-// annotated arguments are mirrored in Mcp-Param- headers.
+// requestState); OnLog receives log messages. Tools whose x-mcp-header
+// annotations are invalid are dropped from ListTools on every transport
+// (their calls could not be mirrored if the server were reached over HTTP),
+// and over HTTP annotated arguments are mirrored in Mcp-Param- headers.
 //
 // Session.Listen opens a subscriptions/listen stream (modern era only),
 // returns once the server acknowledges it, and passes every notification
@@ -110,8 +111,8 @@
 //
 // # Streamable HTTP
 //
-// Server.HTTPHandler is an http.Handler for one MCP endpoint (SPEC T2,
-// research/mcp-spec.md §3). Every message is a POST; GET and DELETE get 405.
+// Server.HTTPHandler is an http.Handler for one MCP endpoint (guarantee T2;
+// https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http). Every message is a POST; GET and DELETE get 405.
 // Each request runs on its own rpc.Conn whose input is the request line and
 // whose output becomes the response, so handlers keep every guarantee they
 // have on stdio: panics are answered, output is bounded, and the handler's

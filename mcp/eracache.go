@@ -8,7 +8,7 @@ import (
 // DefaultLegacyLifetime is how long the in-memory cache believes a server
 // is legacy: 5 minutes after the probe that taught it, however many legacy
 // connections succeed meanwhile, so an upgraded server is probed again
-// (seed 000, SPEC E5).
+// (guarantee E5).
 const DefaultLegacyLifetime = 5 * time.Minute
 
 // EraEntry is what a cache knows about one server.
@@ -19,11 +19,12 @@ type EraEntry struct {
 
 // EraCache remembers which era a server speaks, keyed by the server's
 // identity (for stdio: its command line). An implementation owns its expiry
-// policy; Connect only reads, stores and forgets.
+// policy; the connecting functions (StartServer, NewClient, ConnectHTTP)
+// only read, store and forget.
 //
-// Connect stores "legacy" only after a definitive rejection of the probe
+// They store "legacy" only after a definitive rejection of the probe
 // (an error reply) or a discover result that lists only legacy versions;
-// silence, a crash on the probe, and malformed answers teach nothing (SPEC
+// silence, a crash on the probe, and malformed answers teach nothing (guarantee
 // E4). It stores "modern" after a successful modern negotiation and forgets
 // the entry when a negotiation based on it fails.
 type EraCache interface {

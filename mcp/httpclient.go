@@ -73,12 +73,12 @@ func (e *HTTPStatusError) Unwrap() error {
 	return nil
 }
 
-// ConnectHTTP negotiates with a Streamable HTTP server at url (SPEC T2):
+// ConnectHTTP negotiates with a Streamable HTTP server at url (guarantee T2):
 // server/discover first; a result or a recognized modern error is modern;
 // a legacy server's refusal (a JSON-RPC error, or 400/404/405 without a
 // modern error in the body) falls back to initialize. 401, 403, 5xx,
-// timeouts and network errors are errors, never legacy evidence (research
-// §3.1, "HTTP era detection").
+// timeouts and network errors are errors, never legacy evidence (guarantee
+// E2 and the 2026-07-28 Streamable HTTP transport's backward compatibility).
 func ConnectHTTP(ctx context.Context, url string, opts *ClientOptions, hopts *HTTPClientOptions) (*Session, error) {
 	s := &Session{opts: opts.resolve(), overHTTP: true}
 	if s.opts.CacheKey == "" {

@@ -48,7 +48,7 @@ func callSlow(t *testing.T, sess *mcp.Session, steps int) {
 	}
 }
 
-// T2, SPEC E2 over HTTP: the client probes, finds a modern server, and
+// T2, guarantee E2 over HTTP: the client probes, finds a modern server, and
 // lists, calls (with progress over the event stream) and listens.
 func TestHTTPClientModern(t *testing.T) {
 	s := newServer(nil)
@@ -139,7 +139,7 @@ func TestHTTPClientFallsBackToLegacy(t *testing.T) {
 }
 
 // T2: 401, 403, 5xx and network errors end the connect with an error;
-// none is taken for a legacy server (research §3.1).
+// none is taken for a legacy server (guarantee E2).
 func TestHTTPClientErrorsAreNotLegacyEvidence(t *testing.T) {
 	var initializes atomic.Int32
 	status := func(code int) http.HandlerFunc {

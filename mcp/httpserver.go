@@ -37,7 +37,8 @@ const (
 	DefaultBodyTimeout  = 30 * time.Second
 )
 
-// Headers of the Streamable HTTP transport (research/mcp-spec.md §3.1).
+// Headers of the Streamable HTTP transport (MCP 2026-07-28, Streamable HTTP:
+// https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http).
 const (
 	HeaderProtocolVersion = "MCP-Protocol-Version"
 	HeaderMethod          = "Mcp-Method"
@@ -1196,8 +1197,8 @@ func (h *HTTPHandler) answerServerRequest(msg *jsonrpc.Message, caller string) {
 	a.ex.in.push(append(line, '}'))
 }
 
-// statusFor maps an error response to its status (research/mcp-spec.md
-// §3.1): 400 for malformed requests, bad metadata, header mismatches,
+// statusFor maps an error response to its status (MCP 2026-07-28,
+// Streamable HTTP): 400 for malformed requests, bad metadata, header mismatches,
 // missing capabilities and unsupported versions; 404 for unknown methods
 // ("JSON body distinguishes it from a legacy HTTP+SSE 404"). Legacy clients
 // expect JSON-RPC errors with 200, except for version trouble.

@@ -146,7 +146,7 @@ func withMeta(params string) string {
 	return "{" + meta + "," + params + "}"
 }
 
-// T2: the status codes and error codes of research §3.1, one raw HTTP
+// T2: the status codes and error codes of the 2026-07-28 Streamable HTTP transport, one raw HTTP
 // exchange per row, against a dual-era server.
 func TestHTTPStatusAndErrorCodes(t *testing.T) {
 	const disc = `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`

@@ -24,7 +24,7 @@ var (
 	ErrListenNeedsModern = errors.New("mcp: subscriptions/listen needs the modern era")
 	// ErrSubscriptionCancelled: the server ended the stream with
 	// notifications/cancelled rather than a final result. Both are
-	// accepted as an end (SPEC E6); this one says the server tore it down.
+	// accepted as an end (guarantee E6); this one says the server tore it down.
 	ErrSubscriptionCancelled = errors.New("mcp: the server cancelled the subscription")
 )
 
@@ -70,7 +70,7 @@ func (s *Subscription) Close() error {
 	return nil
 }
 
-// Listen opens a subscriptions/listen stream (SPEC E6) and returns once the
+// Listen opens a subscriptions/listen stream (guarantee E6) and returns once the
 // server has acknowledged it. Every notification carrying the
 // subscription's id is passed to onNotify (on the connection's reading
 // goroutine: keep it short). When the server process is lost and the

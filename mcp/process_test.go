@@ -41,13 +41,13 @@ func TestStartServerModern(t *testing.T) {
 	if sess.Era() != "modern" || sess.ServerInfo().Name != "agentwire-seed" {
 		t.Fatalf("era %s info %+v", sess.Era(), sess.ServerInfo())
 	}
-	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, mcp.SafeToRetry())
+	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, mcp.Retryable())
 	if err != nil || !strings.Contains(res.Content[0].Text, "1 results") {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
 
-// SPEC E2: a server that exits on the probe is restarted and spoken to in
+// guarantee E2: a server that exits on the probe is restarted and spoken to in
 // legacy; nothing is cached.
 func TestServerExitingOnProbeIsRestarted(t *testing.T) {
 	cache := mcp.NewMemoryEraCache(nil)

@@ -11,7 +11,8 @@ import (
 
 // Protocol versions. Modern versions carry version, identity and
 // capabilities in every request's _meta; legacy versions use the initialize
-// handshake (research/mcp-spec.md §1.1, §4).
+// handshake (MCP 2026-07-28 overview, and the 2025-11-25 lifecycle:
+// https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle).
 const (
 	LatestVersion       = "2026-07-28"
 	LatestLegacyVersion = "2025-11-25"

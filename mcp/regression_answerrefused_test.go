@@ -64,7 +64,7 @@ func TestRegressionHTTPRefusedAnswerFailsTheCall(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 			start := time.Now()
-			_, err = sess.CallTool(ctx, "ask", nil, mcp.SafeToRetry())
+			_, err = sess.CallTool(ctx, "ask", nil, mcp.Retryable())
 			var refused *mcp.AnswerRefusedError
 			var status *mcp.HTTPStatusError
 			if !errors.As(err, &refused) || refused.Method != "elicitation/create" ||

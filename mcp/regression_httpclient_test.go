@@ -111,7 +111,7 @@ func TestRegressionHTTPRedirectTurnsProbeIntoGET(t *testing.T) {
 // A 200 answer that is not a response to the probe (wrong id, an HTML
 // page, too big) is not "a legacy server's refusal" (ConnectHTTP's doc:
 // a JSON-RPC error, or 400/404/405) and no legacy evidence on HTTP
-// (research §3.1; rust-sdk #1133 surfaces an uncorrelated response). The
+// (guarantee E2; rust-sdk #1133 surfaces an uncorrelated response). The
 // same answer as an event stream is already fatal (ErrHTTPTransport); as
 // JSON it falls back to initialize.
 func TestRegressionHTTPMalformed200IsNotLegacyEvidence(t *testing.T) {

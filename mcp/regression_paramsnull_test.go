@@ -105,7 +105,7 @@ func TestRegressionSessionRequestWithNilParams(t *testing.T) {
 	}
 }
 
-// The defect of the issue: the bridge sent a request without arguments
+// Regression: the bridge sent a request without arguments
 // (tools/list, prompts/list, resources/list, ping, or one whose params
 // held only the _meta keys the bridge removes for a legacy server) to the
 // stdio server as "params":null: joinParams returned a nil RawMessage.

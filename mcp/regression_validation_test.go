@@ -146,7 +146,7 @@ func TestTypedToolArgumentEdgeCases(t *testing.T) {
 	}
 }
 
-// The issue's case: `serve mcp`'s echo accepted {} although its schema
+// Regression: `serve mcp`'s echo accepted {} although its schema
 // requires text.
 func TestRegressionSeedEchoRequiresText(t *testing.T) {
 	sess, _ := recordedSession(t, mcp.Dual, nil)

@@ -48,7 +48,7 @@ func (e Era) String() string {
 type ServerOptions struct {
 	Era Era
 	// LegacySilent makes a legacy server answer nothing at all before
-	// initialize (seed 001's silent legacy server; some fastmcp servers
+	// initialize (a silent legacy server; some fastmcp servers
 	// behave so). Only for testing clients.
 	LegacySilent bool
 	// Instructions is returned by server/discover and initialize.
@@ -216,7 +216,7 @@ func AddTool[In any](s *Server, t Tool, h func(ctx context.Context, req *ToolReq
 }
 
 // ConnOptions returns the connection options an MCP server needs on top of
-// base: initialize is a barrier (SPEC C2, E1), batches are rejected (MCP >=
+// base: initialize is a barrier (guarantees C2, E1), batches are rejected (MCP >=
 // 2025-06-18), and notifications/cancelled silences the request.
 func (s *Server) ConnOptions(base *rpc.Options) *rpc.Options {
 	var o rpc.Options
@@ -331,7 +331,7 @@ func (s *Server) toolBytes(name []byte) *registeredTool {
 // session is the per-connection handler. Modern requests are served
 // statelessly; legacy state (initialized, the negotiated version) is scoped
 // to the connection. Answering server/discover pins nothing: a client may
-// probe and then fall back to initialize on the same pipe (SPEC E1).
+// probe and then fall back to initialize on the same pipe (guarantee E1).
 type session struct {
 	srv *Server
 	// forceModern: the HTTP request's header said modern, so a request
@@ -375,7 +375,7 @@ func (ss *session) notification(req *rpc.Request) {
 
 // ----- modern (2026-07-28) -----
 
-// checkModernMeta checks the required per-request fields (SPEC E1).
+// checkModernMeta checks the required per-request fields (guarantee E1).
 func checkModernMeta(m *requestMeta) (version string, err error) {
 	if m == nil {
 		return "", invalidParams("invalid params: _meta with %q and %q is required", MetaProtocolVersion, MetaClientCapabilities)
@@ -492,7 +492,7 @@ type listenParams struct {
 	} `json:"notifications"`
 }
 
-// listen serves subscriptions/listen (SPEC E6): the acknowledgment first,
+// listen serves subscriptions/listen (guarantee E6): the acknowledgment first,
 // then every notification it asked for (of those this server has) with the
 // subscription id, until the client cancels (no response), or input ends
 // (the graceful final result).

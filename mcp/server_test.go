@@ -97,7 +97,7 @@ func jsonEq(t *testing.T, got, want string) {
 }
 
 // S1: discover returns the versions, capabilities and cache fields the
-// 2026-07-28 schema requires, with serverInfo in _meta (SPEC E1).
+// 2026-07-28 schema requires, with serverInfo in _meta (guarantee E1).
 func TestDiscover(t *testing.T) {
 	runMCP(t, &mcp.ServerOptions{Instructions: "be nice", CacheTTL: time.Minute}, func(w *wiretest.Wire, _ *mcp.Server) {
 		got := one(t, w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`))
@@ -176,7 +176,7 @@ func TestToolsCallModern(t *testing.T) {
 	})
 }
 
-// Progress (SPEC E6): one notification per step, strictly increasing, all
+// Progress (guarantee E6): one notification per step, strictly increasing, all
 // before the response; none when no token was given.
 func TestProgressBeforeResponse(t *testing.T) {
 	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
@@ -199,7 +199,7 @@ func TestProgressBeforeResponse(t *testing.T) {
 	})
 }
 
-// Cancellation (SPEC E6, C8): no progress and no response afterwards.
+// Cancellation (guarantees E6, C8): no progress and no response afterwards.
 func TestCancelStopsTool(t *testing.T) {
 	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
 		w.Send(`{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{` + strings.TrimSuffix(meta, "}") + `,"progressToken":1},"name":"slow","arguments":{"steps":100}}}`)
@@ -283,7 +283,7 @@ func TestLegacyVersionNegotiation(t *testing.T) {
 	})
 }
 
-// initialize is a barrier (SPEC C2, E1): a request right behind it is
+// initialize is a barrier (guarantees C2, E1): a request right behind it is
 // dispatched only after it.
 func TestInitializeIsABarrier(t *testing.T) {
 	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {

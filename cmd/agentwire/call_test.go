@@ -170,7 +170,7 @@ func mcpCall(t *testing.T, callArgs []string, serveArgs ...string) callResult {
 	return r
 }
 
-// call negotiates by default and reports what it found (issue 4): modern
+// call negotiates by default and reports what it found (guarantee E2): modern
 // against a dual server, legacy (probe error) against a legacy one, and a
 // fallback after the probe timeout against a silent one.
 func TestCallNegotiates(t *testing.T) {
@@ -222,7 +222,7 @@ func TestCallChattyWithoutGuard(t *testing.T) {
 	}
 }
 
-// issue 6, T1: serve --listen and call --connect, over a Unix socket and
+// T1: serve --listen and call --connect, over a Unix socket and
 // TCP, with the unchanged framing; the server stops on SIGTERM and removes
 // its socket.
 func TestListenAndConnect(t *testing.T) {

@@ -36,7 +36,7 @@ func verdicts(rep checkReport) map[string]string {
 	return m
 }
 
-// issue 8: check's verdicts on each variant of serve mcp.
+// check's verdicts on each variant of serve mcp.
 func TestCheckVerdicts(t *testing.T) {
 	cases := []struct {
 		name  string

@@ -17,7 +17,8 @@ import (
 	"github.com/agentwire/agentwire/rpc"
 )
 
-// runDemo is `agentwire demo`: seed 001's experiments, measured live
+// runDemo is `agentwire demo`: the stdio experiments (what goes wrong
+// between a host and a stdio server, and what agentwire does about it), measured live
 // against `agentwire serve mcp` variants started as real subprocesses.
 // `agentwire demo wire` shows a raw JSON-RPC session instead.
 func runDemo(args []string, stdout, stderr io.Writer) int {
@@ -38,7 +39,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	d := &demo{self: self, out: stdout}
 	start := time.Now()
-	fmt.Fprintln(stdout, "agentwire demo: seed 001's stdio experiments, live, against `agentwire serve mcp` subprocesses")
+	fmt.Fprintln(stdout, "agentwire demo: the stdio experiments, live, against `agentwire serve mcp` subprocesses")
 	steps := []func() error{d.chatty, d.crash, d.ladder, d.cancel, d.probe}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -128,7 +129,7 @@ func (d *demo) crash() error {
 	if !errors.Is(crashErr, client.ErrConnectionLost) {
 		return fmt.Errorf("crash: expected a lost connection, got %v", crashErr)
 	}
-	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, mcp.SafeToRetry())
+	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, mcp.Retryable())
 	if err != nil {
 		return fmt.Errorf("search after the crash: %w", err)
 	}

@@ -64,7 +64,7 @@ func processCPU(t *testing.T, pid int) time.Duration {
 
 // A number with a huge exponent in an Mcp-Param- header, compared with the
 // argument it mirrors, cost ~76 ms of CPU per 231-byte request. The
-// issue's bound: no request of at most 4 KiB costs more than 5 ms.
+// bound (docs/security.md): no request of at most 4 KiB costs more than 5 ms.
 func TestHostileExponentHeaderCPU(t *testing.T) {
 	url, cmd, _ := startServeHTTPCmd(t, "0")
 	pid := cmd.Process.Pid

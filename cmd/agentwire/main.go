@@ -1,6 +1,6 @@
 // Command agentwire is the command-line face of the agentwire runtime.
 //
-//	agentwire demo [wire]              seed 001's experiments live (or a raw JSON-RPC session)
+//	agentwire demo [wire]              the stdio experiments, live (or a raw JSON-RPC session)
 //	agentwire serve echo|mcp|acp       a test JSON-RPC server, the example MCP server, the example
 //	                                   ACP agent: on stdio, or on a socket with --listen
 //	agentwire call [flags] -- CMD      one request (MCP era negotiated), then a clean shutdown
@@ -25,7 +25,7 @@ const usage = `agentwire: the transport runtime for agent protocols (JSON-RPC 2.
 sockets and Streamable HTTP)
 
 Usage:
-  agentwire demo                  seed 001's stdio experiments, measured live against
+  agentwire demo                  the stdio experiments, measured live against
                                   serve mcp subprocesses: stdout pollution, a crash and
                                   restart, the shutdown ladder, cancellation, the probe
   agentwire demo wire             a raw JSON-RPC session with the echo server (good and

@@ -264,7 +264,7 @@ func sampleRSS(pid int) (stop func() int64) {
 
 // Acceptance: a client that writes 200 MiB of requests without reading
 // keeps the server's resident memory under 64 MiB, and once it reads it
-// receives every reply (SPEC C3, P6).
+// receives every reply (guarantees C3, P6).
 func TestPeerThatDoesNotReadKeepsMemoryBounded(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("memory is measured through /proc")
@@ -392,7 +392,7 @@ func TestServeEchoGraceFlag(t *testing.T) {
 	}
 }
 
-// Acceptance (issue 4): the demo prints all five tables with live figures,
+// Acceptance: the demo prints all five tables with live figures,
 // in well under 10 s, and exits 0.
 func TestDemoRuns(t *testing.T) {
 	start := time.Now()

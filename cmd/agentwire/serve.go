@@ -162,7 +162,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	err = conn.Wait()
 	if ignoreEOF != nil && *ignoreEOF {
-		for { // seed 001's server that will not stop: only a signal ends it
+		for { // a server that will not stop: only a signal ends it
 			time.Sleep(time.Hour)
 		}
 	}
@@ -224,7 +224,9 @@ func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base 
 }
 
 // isHelp reports whether arg asks for help.
-func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help" }
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
 
 // serveHelp follows the synopsis in `agentwire serve --help`.
 const serveHelp = `

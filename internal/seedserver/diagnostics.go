@@ -10,8 +10,8 @@ import (
 )
 
 // addDiagnostics registers the diagnostic tools the 2026-07-28
-// conformance scenario server-stateless looks up by name (research
-// peers-npm.md §1): each shows one stateless-era rule on the wire.
+// conformance scenario server-stateless looks up by name (in the
+// modelcontextprotocol/conformance repository): each shows one stateless-era rule on the wire.
 func addDiagnostics(s *mcp.Server) {
 	// A server "MUST NOT rely on capabilities the client has not
 	// declared": this one needs sampling and says so with -32021.

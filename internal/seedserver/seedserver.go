@@ -1,6 +1,7 @@
 // Package seedserver is `agentwire serve mcp`: the example MCP server with
-// the tools of seed 001, each of which shows one thing a stdio host must
-// cope with.
+// demonstration tools, each of which shows one thing a stdio host must
+// cope with (a stray print to stdout, a crash, a slow tool that must stop
+// when cancelled).
 package seedserver
 
 import (
@@ -95,7 +96,7 @@ func New(opts Options) *mcp.Server {
 			for step := 1; step <= in.Steps; step++ {
 				select {
 				case <-ctx.Done():
-					// Tools must check for cancellation (seed 001): say
+					// Tools must check for cancellation : say
 					// where we stopped, on stderr, and answer nothing.
 					fmt.Fprintf(stderr, "slow_report: cancelled at step %d of %d\n", step, in.Steps)
 					return nil, ctx.Err()
@@ -111,7 +112,7 @@ func New(opts Options) *mcp.Server {
 
 	s.AddTool(mcp.Tool{Name: "chatty", Description: "Looks things up, and leaves a debug print to stdout behind."},
 		func(context.Context, *mcp.ToolRequest) (*mcp.ToolResult, error) {
-			// The classic mistake of seed 001: a print to stdout. With the
+			// The classic mistake of a stdio server: a print to stdout. With the
 			// stdout guard it lands on stderr; without it, it corrupts
 			// the protocol stream and the client must cope.
 			fmt.Println("DEBUG: looking things up...")
