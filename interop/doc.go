@@ -22,6 +22,9 @@
 // driven by the TypeScript v1 and v2 clients, the Inspector CLI and
 // agentwire call in both eras), two serve mcp --http instances behind
 // nginx (Debian's package, fetched and unpacked by the test, never
-// installed), the docs' example server, and ACP. They need node and npm on the machine; the conformance suite and
+// installed), agentwire check against the reference servers (--call-tools
+// leaves server-filesystem's directory and server-memory's file unchanged;
+// --url against server-everything's HTTP mode), the docs' example server,
+// and ACP. They need node and npm on the machine; the conformance suite and
 // nginx run on linux/amd64.
 package interop

@@ -296,6 +296,9 @@ func (c *checker) cutShort(from int) bool {
 // cutReason says why the run ended early: its --timeout, or whatever
 // else cancelled it (a signal).
 func (c *checker) cutReason() string {
+	if sig, ok := interruptedBy(c.ctx); ok {
+		return "the run was interrupted by " + sig.String()
+	}
 	cause := context.Cause(c.ctx)
 	if cause == nil || errors.Is(cause, context.DeadlineExceeded) {
 		return fmt.Sprintf("the run's --timeout (%v) ran out", c.opts.timeout)

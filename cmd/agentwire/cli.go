@@ -37,6 +37,7 @@ const (
        agentwire call [flags] --url URL
 `
 	checkSynopsis = `usage: agentwire check [flags] -- CMD [ARGS...]
+       agentwire check --url URL [--token T] [flags]
 `
 	tapSynopsis = `usage: agentwire tap [--log FILE] [--grace D] -- CMD [ARGS...]
 `
