@@ -28,7 +28,8 @@ var (
 // IsModern reports whether v is a modern (per-request metadata) version.
 func IsModern(v string) bool { return slices.Contains(ModernVersions, v) }
 
-// Reserved _meta keys (mcp-spec.md §1.4).
+// Reserved _meta keys (MCP 2026-07-28, "_meta":
+// https://modelcontextprotocol.io/specification/2026-07-28/basic).
 const (
 	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
@@ -39,7 +40,8 @@ const (
 	MetaProgressToken      = "progressToken"
 )
 
-// MCP error codes (mcp-spec.md §1.3).
+// MCP error codes (MCP 2026-07-28, Error Handling:
+// https://modelcontextprotocol.io/specification/2026-07-28/basic).
 const (
 	CodeHeaderMismatch                  int64 = -32020
 	CodeMissingRequiredClientCapability int64 = -32021

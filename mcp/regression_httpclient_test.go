@@ -40,8 +40,8 @@ const rcDiscoverOK = `{"resultType":"complete","supportedVersions":["2026-07-28"
 
 const rcInitOK = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"legacy","version":"1"}}`
 
-// Research §3.1/§1.6 and §9.3: an error response may omit "id" (T26
-// `id?`); a 400 whose body is a recognized modern error (-32022) means a
+// The 2026-07-28 schema lets an error response omit "id" (its
+// JSONRPCErrorResponse has `id?`); a 400 whose body is a recognized modern error (-32022) means a
 // modern server: no fallback to initialize. The client's statusError uses
 // jsonrpc.Decode, which rejects an id-less response, so the modern error is
 // not recognized and the client falls back to initialize.
@@ -412,7 +412,7 @@ func TestRegressionHTTPLegacyCancelIsSent(t *testing.T) {
 	}
 }
 
-// Research §3.1: 401/403/5xx are never era evidence. With a cached
+// 401/403/5xx are never era evidence (guarantee E2). With a cached
 // "legacy" entry, negotiate's initialize fails with an HTTPStatusError
 // whose body is a JSON-RPC error (this module's own server sends one with
 // 401, 403 and its draining 503); HTTPStatusError unwraps to the

@@ -96,7 +96,7 @@ func jsonEq(t *testing.T, got, want string) {
 	}
 }
 
-// S1: discover returns the versions, capabilities and cache fields the
+// discover returns the versions, capabilities and cache fields the
 // 2026-07-28 schema requires, with serverInfo in _meta (guarantee E1).
 func TestDiscover(t *testing.T) {
 	runMCP(t, &mcp.ServerOptions{Instructions: "be nice", CacheTTL: time.Minute}, func(w *wiretest.Wire, _ *mcp.Server) {
@@ -107,7 +107,7 @@ func TestDiscover(t *testing.T) {
 	})
 }
 
-// S2, S3, S4: per-request _meta validation.
+// per-request _meta validation.
 func TestModernMetaValidation(t *testing.T) {
 	cases := []struct {
 		name, in, want string
@@ -143,7 +143,7 @@ func TestModernMetaValidation(t *testing.T) {
 	}
 }
 
-// S5: a cancel of an unknown id is ignored, and tools/list answers with
+// a cancel of an unknown id is ignored, and tools/list answers with
 // the cache fields; tools are listed with their schemas.
 func TestToolsListModern(t *testing.T) {
 	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
@@ -216,7 +216,7 @@ func TestCancelStopsTool(t *testing.T) {
 	})
 }
 
-// S6 and E6: listen is acknowledged first, every notification carries the
+// E6: listen is acknowledged first, every notification carries the
 // subscription id, a tool-set change is announced, and a client cancel ends
 // it with nothing more written.
 func TestListen(t *testing.T) {
@@ -251,7 +251,7 @@ func TestListenEndsAtEOF(t *testing.T) {
 	})
 }
 
-// S7, S8, S9: the legacy handshake, ping before initialize, version
+// the legacy handshake, ping before initialize, version
 // negotiation, and a probe that does not pin the connection.
 func TestLegacyHandshakeAfterProbe(t *testing.T) {
 	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
@@ -326,7 +326,7 @@ func TestEraVariants(t *testing.T) {
 	})
 }
 
-// S10: a garbage line gets a parse error and the server keeps serving.
+// a garbage line gets a parse error and the server keeps serving.
 func TestGarbageThenDiscover(t *testing.T) {
 	runMCP(t, nil, func(w *wiretest.Wire, _ *mcp.Server) {
 		got := w.Exchange(`{not json`, `{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{`+meta+`}}`)
