@@ -162,19 +162,22 @@ func canonicalJSON(raw json.RawMessage) string {
 const maxArgProblems = 10
 
 // check returns what is wrong with args, one sentence each; none when
-// they conform. Absent arguments are an empty object.
+// they conform. Absent arguments are an empty object. It works on the raw
+// bytes, which the rpc layer has already checked to be valid JSON without
+// repeated keys: nothing is decoded or copied unless something is wrong
+// (or enum/const must compare a value), because a tool call is on every
+// MCP server's hot path and its arguments may be most of a 4 MiB body.
 func (s *argSchema) check(args json.RawMessage) []string {
-	if len(bytes.TrimSpace(args)) == 0 {
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return []string{"the arguments are not valid JSON: " + err.Error()}
+	if !json.Valid(args) {
+		return []string{"the arguments are not valid JSON"}
 	}
 	var problems []string
-	s.walk(v, "", &problems)
+	var buf [maxSchemaDepth + 1]pathStep // walk goes no deeper than the schema
+	s.walk(args, buf[:0], &problems)
 	if len(problems) > maxArgProblems {
 		n := len(problems) - maxArgProblems
 		problems = append(problems[:maxArgProblems], fmt.Sprintf("and %d more", n))
@@ -182,66 +185,159 @@ func (s *argSchema) check(args json.RawMessage) []string {
 	return problems
 }
 
-// walk checks v, found at path ("" for the arguments themselves).
-func (s *argSchema) walk(v any, path string, problems *[]string) {
+// argPath is where a value stands in the arguments (empty for the
+// arguments themselves): member names and array indexes, in a buffer of
+// check's, built into a string only for a message.
+type argPath []pathStep
+
+type pathStep struct {
+	key   []byte // a member's name, or nil for an array element
+	index int
+}
+
+func (p argPath) String() string {
+	out := ""
+	for _, st := range p {
+		if st.key == nil {
+			out += "[" + strconv.Itoa(st.index) + "]"
+		} else {
+			out = join(out, string(st.key))
+		}
+	}
+	return out
+}
+
+func (p argPath) describe() string {
+	if len(p) == 0 {
+		return "the arguments"
+	}
+	return "argument " + strconv.Quote(p.String())
+}
+
+// walk checks the raw value v, found at path.
+func (s *argSchema) walk(v []byte, path argPath, problems *[]string) {
 	if len(*problems) > maxArgProblems {
 		return
 	}
-	what := "the arguments"
-	if path != "" {
-		what = "argument " + strconv.Quote(path)
-	}
 	if s.never {
-		*problems = append(*problems, what+" is not accepted")
+		*problems = append(*problems, path.describe()+" is not accepted")
 		return
 	}
-	if len(s.types) > 0 && !slices.ContainsFunc(s.types, func(t string) bool { return hasType(v, t) }) {
-		*problems = append(*problems, fmt.Sprintf("%s must be %s, not %s", what, typeList(s.types), article(jsonType(v))))
+	got := rawJSONType(v)
+	if len(s.types) > 0 && !slices.ContainsFunc(s.types, func(t string) bool { return typeMatches(got, t) }) {
+		*problems = append(*problems, fmt.Sprintf("%s must be %s, not %s", path.describe(), typeList(s.types), article(got)))
 		return
 	}
 	if s.constant != nil || s.enum != nil {
-		b, _ := json.Marshal(v)
-		got := canonicalJSON(b)
-		if s.constant != nil && got != *s.constant {
-			*problems = append(*problems, fmt.Sprintf("%s must be %s", what, *s.constant))
+		c := canonicalJSON(v)
+		if s.constant != nil && c != *s.constant {
+			*problems = append(*problems, fmt.Sprintf("%s must be %s", path.describe(), *s.constant))
 		}
-		if s.enum != nil && !slices.Contains(s.enum, got) {
-			*problems = append(*problems, fmt.Sprintf("%s must be one of %s", what, strings.Join(s.enum, ", ")))
+		if s.enum != nil && !slices.Contains(s.enum, c) {
+			*problems = append(*problems, fmt.Sprintf("%s must be one of %s", path.describe(), strings.Join(s.enum, ", ")))
 		}
 	}
-	switch x := v.(type) {
-	case map[string]any:
-		for _, name := range s.required {
-			if _, ok := x[name]; !ok {
-				*problems = append(*problems, fmt.Sprintf("argument %q is required but missing", join(path, name)))
+	switch got {
+	case "object":
+		var seen []bool
+		if len(s.required) > 0 {
+			var buf [16]bool
+			seen = buf[:0]
+			if len(s.required) > len(buf) {
+				seen = make([]bool, 0, len(s.required))
 			}
+			seen = seen[:len(s.required)]
 		}
-		names := make([]string, 0, len(x))
-		for name := range x {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		for _, name := range names {
-			switch sub, ok := s.properties[name]; {
+		members(v, func(key, value []byte) {
+			for i, name := range s.required {
+				if !seen[i] && string(key) == name {
+					seen[i] = true
+				}
+			}
+			switch sub, ok := s.properties[string(key)]; {
 			case ok:
-				sub.walk(x[name], join(path, name), problems)
+				sub.walk(value, append(path, pathStep{key: key}), problems)
 			case s.closed:
-				msg := fmt.Sprintf("argument %q is not accepted", join(path, name))
+				msg := fmt.Sprintf("argument %q is not accepted", join(path.String(), string(key)))
 				if len(s.order) > 0 {
 					msg += " (accepted: " + strings.Join(s.order, ", ") + ")"
 				}
 				*problems = append(*problems, msg)
 			case s.additional != nil:
-				s.additional.walk(x[name], join(path, name), problems)
+				s.additional.walk(value, append(path, pathStep{key: key}), problems)
+			}
+		})
+		for i, name := range s.required {
+			if !seen[i] {
+				*problems = append(*problems, fmt.Sprintf("argument %q is required but missing", join(path.String(), name)))
 			}
 		}
-	case []any:
+	case "array":
 		if s.items != nil {
-			for i, item := range x {
-				s.items.walk(item, path+"["+strconv.Itoa(i)+"]", problems)
-			}
+			n := 0
+			elements(v, func(item []byte) {
+				s.items.walk(item, append(path, pathStep{index: n}), problems)
+				n++
+			})
 		}
 	}
+}
+
+// elements calls fn with each element of the raw JSON array a.
+func elements(a []byte, fn func(item []byte)) {
+	i := skipWS(a, 0)
+	if i >= len(a) || a[i] != '[' {
+		return
+	}
+	i = skipWS(a, i+1)
+	if i < len(a) && a[i] == ']' {
+		return
+	}
+	for i < len(a) {
+		end := skipValue(a, i)
+		fn(a[i:end])
+		i = skipWS(a, end)
+		if i >= len(a) || a[i] != ',' {
+			return
+		}
+		i = skipWS(a, i+1)
+	}
+}
+
+// rawJSONType names the JSON Schema type of a raw value.
+func rawJSONType(v []byte) string {
+	if len(v) == 0 {
+		return "value"
+	}
+	switch v[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	if bytes.IndexAny(v, ".eE") < 0 || isInteger(json.Number(v)) {
+		return "integer"
+	}
+	return "number"
+}
+
+// typeMatches reports whether a value of type got is of the JSON Schema
+// type want; an integer is a number whose fractional part is zero (1.0
+// included).
+func typeMatches(got, want string) bool {
+	switch want {
+	case "number":
+		return got == "number" || got == "integer"
+	case "integer", "null", "boolean", "string", "array", "object":
+		return got == want
+	}
+	return true // a type this check does not know: not refused
 }
 
 func join(path, name string) string {
@@ -249,40 +345,6 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
-}
-
-func jsonType(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case string:
-		return "string"
-	case json.Number:
-		if isInteger(x) {
-			return "integer"
-		}
-		return "number"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return "value"
-}
-
-// hasType reports whether v is of the JSON Schema type t; an integer is a
-// number whose fractional part is zero (1.0 included).
-func hasType(v any, t string) bool {
-	got := jsonType(v)
-	switch t {
-	case "number":
-		return got == "number" || got == "integer"
-	case "integer", "null", "boolean", "string", "array", "object":
-		return got == t
-	}
-	return true // a type this check does not know: not refused
 }
 
 // isInteger reports whether a JSON number has no fractional part, from its

@@ -2,6 +2,9 @@ package mcp
 
 import (
 	"encoding/json"
+	"strings"
+
+	"github.com/agentwire/agentwire/jsonrpc"
 	"testing"
 )
 
@@ -15,4 +18,59 @@ func TestIsInteger(t *testing.T) {
 			t.Errorf("isInteger(%s) = %v, want %v", n, got, want)
 		}
 	}
+}
+
+// Regression: checking a typed tool's arguments decoded them into maps and
+// built a path string per level, adding a dozen allocations (and a copy of
+// every string argument, 4 MiB ones included) to every tool call. The
+// check reads the raw bytes now: a conforming call allocates nothing.
+func TestRegressionArgumentCheckAllocates(t *testing.T) {
+	s := compileArgSchema(json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}}},"required":["text"]}`))
+	args := json.RawMessage(`{"text":"` + strings.Repeat("x", 1<<16) + `","n":3,"tags":["a","b"]}`)
+	if n := testing.AllocsPerRun(100, func() {
+		if p := s.check(args); len(p) != 0 {
+			t.Fatal(p)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per conforming check, want 0", n)
+	}
+}
+
+// FuzzArgumentCheck holds the raw-bytes check to what decoding the
+// arguments says, for a schema with a required integer and an array of
+// strings.
+func FuzzArgumentCheck(f *testing.F) {
+	s := compileArgSchema(json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"array","items":{"type":"string"}}},"required":["a"]}`))
+	for _, seed := range []string{`{"a":1}`, `{"a":1.5}`, `{"b":["x"]}`, `{"a":2,"b":["x",3]}`, `[]`, `{"a":1e400,"b":[]}`, `{"\u0061":1}`, ` { "a" : -0 , "b" : [ "" ] } `} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		// What reaches a tool has passed the decoder: valid JSON, UTF-8, no
+		// repeated key at any depth.
+		if _, err := jsonrpc.Decode([]byte(`{"jsonrpc":"2.0","method":"m","params":{"x":`+args+`}}`), nil); err != nil {
+			return
+		}
+		dec := json.NewDecoder(strings.NewReader(args))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil {
+			return
+		}
+		want := false // conforms
+		if m, ok := v.(map[string]any); ok {
+			n, isNum := m["a"].(json.Number)
+			want = isNum && isInteger(n)
+			if b, present := m["b"]; present {
+				items, isArr := b.([]any)
+				want = want && isArr
+				for _, it := range items {
+					_, isStr := it.(string)
+					want = want && isStr
+				}
+			}
+		}
+		if got := len(s.check(json.RawMessage(args))) == 0; got != want {
+			t.Fatalf("check(%s) conforms = %v, decoding says %v: %q", args, got, want, s.check(json.RawMessage(args)))
+		}
+	})
 }
