@@ -27,7 +27,12 @@
 // more is written for the request. subscriptions/listen is acknowledged
 // first; every notification on it carries the subscription id; it announces
 // tool-set changes; a client cancel ends it silently and end of input ends
-// it with the graceful final result (guarantee E6).
+// it with the graceful final result (guarantee E6). A listen stream holds no
+// handler slot: it detaches into the connection's stream budget
+// (rpc.Options.MaxStreams, 256), so open streams never keep ordinary
+// requests waiting; one beyond the budget is answered -32000 with
+// data.reason "too_many_streams". Through a Bridge, HTTP clients that ask
+// for the same notifications share one stream on the server.
 //
 // The typed AddTool checks a call's arguments against the InputSchema the
 // tool publishes (inferred by SchemaFor, or its own) before the handler
