@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 )
@@ -76,7 +77,7 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
 		return true
 	}
 	if c.isBarrier(req.Method) {
-		if !c.take(req, laneBarrier) || !c.admit(req) {
+		if _, ok := c.take(req, laneBarrier); !ok || !c.admit(req) {
 			return true
 		}
 		c.ordered.Store(true)
@@ -94,11 +95,12 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
 		c.barrierDone()
 		return stillReader
 	}
-	if !c.take(req, laneSlot) || !c.admit(req) {
+	queued, ok := c.take(req, laneSlot)
+	if !ok || !c.admit(req) {
 		return true
 	}
 	switch {
-	case req.lane == laneQueued:
+	case queued:
 		c.wait(req)
 		return true
 	case b != nil || c.opts.InlineBudget < 0:
@@ -115,22 +117,22 @@ func (c *Conn) isBarrier(method string) bool {
 
 // take gives req its lane (a barrier always gets the ordered lane; anything
 // else a slot, or a place in the queue when none is free), registers its
-// id and gives it its context, all under one lock. It reports false when
-// the request was answered instead (busy, duplicate id) or dropped
-// (shutting down).
-func (c *Conn) take(req *Request, want lane) bool {
+// id and gives it its context, all under one lock. queued says it got a
+// place in the queue rather than a lane; ok is false when the request was
+// answered instead (busy, duplicate id) or dropped (shutting down).
+func (c *Conn) take(req *Request, want lane) (queued, ok bool) {
 	for {
 		c.mu.Lock()
 		if c.stopping {
 			c.mu.Unlock()
 			c.unanswered(req)
-			return false
+			return false, false
 		}
 		if req.ID != "" {
 			if _, taken := c.inflight[req.ID]; taken {
 				c.mu.Unlock()
 				c.answerDup(req)
-				return false
+				return false, false
 			}
 		}
 		switch {
@@ -142,26 +144,45 @@ func (c *Conn) take(req *Request, want lane) bool {
 		case c.opts.RejectWhenBusy && req.ID != "":
 			c.mu.Unlock()
 			c.refuseBusy(req, "every handler slot is taken")
-			return false
+			return false, false
 		case c.queueRoomLocked(len(req.Params)):
 			c.reserveLocked(req)
+			queued = true
 		case req.ID != "":
 			c.mu.Unlock()
 			c.refuseBusy(req, "every handler slot is taken and the admission queue is full")
-			return false
+			return false, false
 		default:
 			// A notification waits for a place; see above.
 			if !c.waitRoom() {
 				c.unanswered(req)
-				return false
+				return false, false
 			}
 			continue
 		}
 		c.registerLocked(req)
 		c.mu.Unlock()
 		req.ctx, req.cancel = context.WithCancelCause(c.base)
-		return true
+		return queued, true
 	}
+}
+
+// unqueue takes a request that has not started out of the queue (waiting
+// for a slot, or held behind a barrier); it reports whether it did.
+func (c *Conn) unqueue(req *Request) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if req.lane != laneQueued {
+		return false
+	}
+	for _, q := range []*[]*Request{&c.waiting, &c.held} {
+		if i := slices.Index(*q, req); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+			c.unreserveLocked(req)
+			return true
+		}
+	}
+	return false // between its reservation and its place: it starts normally
 }
 
 // queueRoomLocked reports whether a request with size bytes of params fits

@@ -576,6 +576,19 @@ func (c *Conn) cancelRequest(msg *jsonrpc.Message, cm *CancelMethod) {
 	}
 	c.stats.cancelled.Add(1)
 	req.cancel(ErrCancelledByPeer)
+	// A request cancelled while it waits in the queue never starts: its
+	// handler would only see a cancelled context (and one that ignores it
+	// would act). Not with an Admit hook: what Admit reserved, only the
+	// handler releases, so there the handler runs, cancelled.
+	if c.opts.Admit == nil && c.unqueue(req) {
+		c.forget(req)
+		c.finish(req)
+		if cm.Silence {
+			c.unanswered(req)
+		} else {
+			c.answerDirect(req, jsonrpc.NewError(jsonrpc.CodeRequestCancelled, "Request cancelled", nil))
+		}
+	}
 }
 
 // ----- batches (guarantee W6) -----

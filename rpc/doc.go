@@ -41,7 +41,11 @@
 // RejectWhenBusy there is no queue for requests: a request that finds no
 // slot is refused at once. The one thing that still pauses reading is
 // a notification that needs a handler and finds no place in the queue: it
-// has no reply to refuse with, and dropping it would lose data.
+// has no reply to refuse with, and dropping it would lose data (so a peer
+// that floods such notifications while every handler waits on its answers
+// can still stall itself). A request cancelled while it waits in the queue
+// never starts (a non-silencing cancellation answers it -32800), except
+// with an Admit hook, whose reservations only the handler releases.
 //
 // Barriers run in a lane of their own, one at a time and outside the slots,
 // so a control request is never kept waiting by ordinary work. A handler

@@ -129,8 +129,10 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 	default:
 		handlerCause = ErrClosed
 	}
-	c.cancelBase(handlerCause)
+	// The queue closes first: a handler that returns because of the
+	// cancellation must not hand its slot to a request that never started.
 	c.dropQueued()
+	c.cancelBase(handlerCause)
 	c.watchdog.Stop()
 	if !graceful {
 		// Unblock a reader waiting for input that will never matter now.

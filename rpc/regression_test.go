@@ -7,7 +7,10 @@ import (
 	"context"
 	"io"
 	"net"
+	"runtime"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -220,6 +223,61 @@ func TestBarrierIsNotRejectedWhenBusy(t *testing.T) {
 		got := w.Take()
 		if len(got) != 2 || strings.Contains(strings.Join(got, ""), "-32000") {
 			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// Regression (found in review): at shutdown, handler contexts were
+// cancelled before the admission queue closed, so a handler that returned
+// at once handed its slot to a queued request, which then ran, cancelled,
+// although queued requests never start once shutdown begins.
+func TestRegressionQueuedRequestStartsAfterClose(t *testing.T) {
+	var started atomic.Int64
+	h := rpc.Methods{
+		"block": func(ctx context.Context, r *rpc.Request) (any, error) { <-ctx.Done(); return nil, ctx.Err() },
+		"mark":  func(ctx context.Context, r *rpc.Request) (any, error) { started.Add(1); return nil, nil },
+	}
+	for range 3000 {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		go io.Copy(io.Discard, outR)
+		c := rpc.New(inR, outW, h, &rpc.Options{MaxConcurrentRequests: 1, InlineBudget: -1, Logger: quiet})
+		io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"block"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"mark"}`+"\n")
+		for c.Stats().Queued == 0 {
+			runtime.Gosched()
+		}
+		c.Close()
+		inW.Close()
+		outR.Close()
+	}
+	if n := started.Load(); n != 0 {
+		t.Fatalf("a queued request started after Close in %d of 3000 runs", n)
+	}
+}
+
+// A request cancelled while it waits in the queue never starts; a
+// non-silencing cancellation answers it -32800 at once.
+func TestCancelledWhileQueuedNeverStarts(t *testing.T) {
+	var started atomic.Int64
+	h := rpc.Methods{
+		"hang": func(ctx context.Context, r *rpc.Request) (any, error) { <-ctx.Done(); return nil, ctx.Err() },
+		"mark": func(ctx context.Context, r *rpc.Request) (any, error) { started.Add(1); return "ran", nil },
+	}
+	runWire(t, h, &rpc.Options{MaxConcurrentRequests: 1, MaxQueuedRequests: 4}, func(w *wire) {
+		w.Send(req(1, "hang", ""), req(2, "mark", ""), req(3, "mark", ""))
+		w.Settle()
+		got := w.Exchange(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`,
+			`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":3}}`)
+		if !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":3,"error":{"code":-32800,"message":"Request cancelled"}}`}) {
+			t.Fatalf("got %q", got)
+		}
+		w.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+		w.Settle()
+		if got := w.Exchange(req(4, "mark", "")); !slices.Equal(got, []string{`{"jsonrpc":"2.0","id":4,"result":"ran"}`}) {
+			t.Fatalf("after the cancels: %q", got)
+		}
+		if n := started.Load(); n != 1 {
+			t.Errorf("%d marks ran, want only the last", n)
 		}
 	})
 }
