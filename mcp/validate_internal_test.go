@@ -20,24 +20,19 @@ func TestIsInteger(t *testing.T) {
 	}
 }
 
-// Regression: checking a typed tool's arguments decoded them into maps and
-// built a path string per level, adding a dozen allocations (and a copy of
-// every string argument, 4 MiB ones included) to every tool call. The
-// check reads the raw bytes now: a conforming call allocates nothing.
-func TestRegressionArgumentCheckAllocates(t *testing.T) {
+// BenchmarkArgumentCheck measures the check of a conforming call with a
+// 64 KiB string argument. Checking used to decode the arguments into maps
+// and copy every string (a dozen allocations and the 64 KiB); it reads the
+// raw bytes now and allocates nothing. (A benchmark, not a test: allocation
+// counts are process-wide, and the package's tests run in parallel.)
+func BenchmarkArgumentCheck(b *testing.B) {
 	s := compileArgSchema(json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}}},"required":["text"]}`))
 	args := json.RawMessage(`{"text":"` + strings.Repeat("x", 1<<16) + `","n":3,"tags":["a","b"]}`)
-	res := testing.Benchmark(func(b *testing.B) {
-		for b.Loop() {
-			if p := s.check(args); len(p) != 0 {
-				b.Fatal(p)
-			}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := s.check(args); len(p) != 0 {
+			b.Fatal(p)
 		}
-	})
-	// Decoding would copy the 64 KiB argument and build maps; the race
-	// detector may add an allocation of its own, hence a bound, not zero.
-	if n, bytes := res.AllocsPerOp(), res.AllocedBytesPerOp(); n > 1 || bytes > 1024 {
-		t.Errorf("%d allocations, %d bytes per conforming check; want none", n, bytes)
 	}
 }
 
