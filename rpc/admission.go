@@ -244,10 +244,16 @@ func (c *Conn) admit(req *Request) bool {
 	if c.opts.Admit == nil {
 		return true
 	}
-	err := c.opts.Admit(req)
-	if err == nil {
-		return true
+	if err := c.opts.Admit(req); err != nil {
+		c.refuseAdmitted(req, err)
+		return false
 	}
+	return true
+}
+
+// refuseAdmitted answers a registered request that Admit refused, and
+// gives back everything it held.
+func (c *Conn) refuseAdmitted(req *Request, err error) {
 	req.cancel(nil)
 	c.forget(req)
 	c.finish(req)
@@ -256,7 +262,6 @@ func (c *Conn) admit(req *Request) bool {
 		je = errorObject(req, err)
 	}
 	c.answerDirect(req, je)
-	return false
 }
 
 // wait puts an admitted request with a place in the queue behind the
@@ -418,22 +423,10 @@ func (c *Conn) hold(req *Request) bool {
 	// and queueing stay one step (see above).
 	if c.opts.Admit != nil {
 		if err := c.opts.Admit(req); err != nil {
-			if req.ID != "" && c.inflight[req.ID] == req {
-				delete(c.inflight, req.ID)
-			}
-			c.unreserveLocked(req)
-			c.active--
-			if c.active == 0 && c.idle != nil {
-				close(c.idle)
-				c.idle = nil
-			}
+			// Not yet in held, so nothing else can reach it before it is
+			// given back.
 			c.mu.Unlock()
-			req.cancel(nil)
-			var je *jsonrpc.Error
-			if !errors.As(err, &je) {
-				je = errorObject(req, err)
-			}
-			c.answerDirect(req, je)
+			c.refuseAdmitted(req, err)
 			return true
 		}
 	}

@@ -612,6 +612,8 @@ func TestAdmitInReceiveOrder(t *testing.T) {
 	}
 	opts := &rpc.Options{
 		IsBarrier: func(m string) bool { return m == "barrier" },
+		// Two places: 4 fits only if the refused 3 gave its place back.
+		MaxQueuedRequests: 2,
 		Admit: func(r *rpc.Request) error {
 			order = append(order, string(r.ID))
 			if r.ID == "3" {
@@ -628,7 +630,8 @@ func TestAdmitInReceiveOrder(t *testing.T) {
 			t.Errorf("admitted in order %q", order)
 		}
 		joined := strings.Join(got, "\n")
-		if len(got) != 4 || !strings.Contains(joined, `"id":3,"error":{"code":-32000,"message":"refused","data":{"reason":"test"}}`) {
+		if len(got) != 4 || !strings.Contains(joined, `"id":3,"error":{"code":-32000,"message":"refused","data":{"reason":"test"}}`) ||
+			!strings.Contains(joined, `{"jsonrpc":"2.0","id":4,"result":"w"}`) {
 			t.Fatalf("got %q", got)
 		}
 	})
