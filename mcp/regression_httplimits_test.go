@@ -70,6 +70,25 @@ func rawRequest(t *testing.T, c net.Conn, path, body string, overrides map[strin
 	return req
 }
 
+// dialAndPost opens a connection to addr, sends one POST of body to /mcp
+// and reads the whole answer; the connection stays open for the caller
+// (who closes it), with the reader that read the answer.
+func dialAndPost(t *testing.T, addr, body string) (net.Conn, *bufio.Reader, *http.Response, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, rawRequest(t, c, "/mcp", body, nil))
+	if err != nil {
+		return c, br, nil, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return c, br, resp, nil
+}
+
 // closedByServer reports whether the server closes c (EOF) within bound;
 // the bound is the failure case, not a wait for a timeout.
 func closedByServer(c net.Conn, br *bufio.Reader, bound time.Duration) error {
@@ -108,19 +127,11 @@ func TestRegressionIdleConnectionsAreClosed(t *testing.T) {
 		conns = append(conns, c)
 	}
 	// One that was served, and now waits.
-	kept, err := net.Dial("tcp", addr)
+	kept, kbr, resp, err := dialAndPost(t, addr, discoverBody(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kept.Close()
-	kbr := bufio.NewReader(kept)
-	req := rawRequest(t, kept, "/mcp", discoverBody(1), nil)
-	resp, err := http.ReadResponse(kbr, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Close {
 		t.Fatalf("served request: %d close=%v", resp.StatusCode, resp.Close)
 	}
@@ -275,19 +286,11 @@ func TestRegressionConnectionCapRefusesWhenAllBusy(t *testing.T) {
 		})
 		<-started
 	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
-	req := rawRequest(t, c, "/mcp", discoverBody(9), nil)
-	resp, err := http.ReadResponse(br, req)
+	c, br, resp, err := dialAndPost(t, addr, discoverBody(9))
 	if err != nil {
 		t.Fatalf("the fourth connection got no answer: %v", err)
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	defer c.Close()
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !resp.Close {
 		t.Errorf("over the cap: %d %v", resp.StatusCode, resp.Header)
 	}
