@@ -281,3 +281,35 @@ func TestCancelledWhileQueuedNeverStarts(t *testing.T) {
 		}
 	})
 }
+
+// With an Admit hook a request cancelled while queued still runs, cancelled:
+// what Admit reserved for it, only its handler releases.
+func TestCancelledWhileQueuedRunsWithAdmit(t *testing.T) {
+	var reserved atomic.Int64
+	h := rpc.Methods{
+		"hang": func(ctx context.Context, r *rpc.Request) (any, error) { <-ctx.Done(); return nil, ctx.Err() },
+		"mark": func(ctx context.Context, r *rpc.Request) (any, error) {
+			defer reserved.Add(-1) // the handler releases what Admit took
+			return nil, context.Cause(ctx)
+		},
+	}
+	opts := &rpc.Options{MaxConcurrentRequests: 1, MaxQueuedRequests: 4, Admit: func(r *rpc.Request) error {
+		if r.Method == "mark" {
+			reserved.Add(1)
+		}
+		return nil
+	}}
+	runWire(t, h, opts, func(w *wire) {
+		w.Send(req(1, "hang", ""), req(2, "mark", ""))
+		w.Settle()
+		w.Send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}`,
+			`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+		got := w.Exchange()
+		if len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), `"id":2,"error":{"code":-32800`) {
+			t.Fatalf("got %q", got)
+		}
+		if n := reserved.Load(); n != 0 {
+			t.Errorf("%d reservations left", n)
+		}
+	})
+}
