@@ -60,8 +60,8 @@ var errNotDetachable = errors.New("rpc: only a running, non-barrier handler can 
 // a batch, on its own goroutine). While a barrier runs, the request is held
 // instead, to be dispatched in receive order once the barrier is done. It
 // reports whether the calling goroutine is still the reader.
-func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch) bool {
-	req := &Request{conn: c, batch: b}
+func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch, note any) bool {
+	req := &Request{conn: c, batch: b, note: note}
 	if m, escaped := msg.MethodRaw(); escaped {
 		req.Method = msg.MethodName()
 	} else {
@@ -222,7 +222,7 @@ func (c *Conn) waitRoom() bool {
 	}
 	room := c.room
 	c.mu.Unlock()
-	c.out.Flush()
+	c.out.flush()
 	select {
 	case <-room:
 		return true
@@ -499,6 +499,9 @@ func (c *Conn) registerLocked(req *Request) (ok, dup bool) {
 	if req.ID != "" {
 		if _, taken := c.inflight[req.ID]; taken {
 			return false, true
+		}
+		if c.inflight == nil {
+			c.inflight = make(map[jsonrpc.ID]*Request)
 		}
 		c.inflight[req.ID] = req
 	}

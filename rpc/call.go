@@ -28,7 +28,7 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 // request is written: for protocols whose later messages refer to it (an
 // MCP subscription's notifications carry the listen request's id).
 func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
-	msg, id, err := c.encodeCall(method, params)
+	msg, id, h, err := c.encodeCall(method, params)
 	if err != nil {
 		return nil, err
 	}
@@ -42,19 +42,22 @@ func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID f
 		c.mu.Unlock()
 		return nil, ErrConnectionLost
 	}
+	if c.pending == nil {
+		c.pending = make(map[string]*pendingCall)
+	}
 	c.pending[key] = pc
 	c.mu.Unlock()
 
 	// Queue without ever writing on the caller's goroutine: a server that
 	// pauses its input must not hold a caller past its context (guarantee K1).
-	if err := c.out.EnqueueContext(ctx, msg); err != nil {
+	if err := c.out.enqueueContext(ctx, h, msg); err != nil {
 		c.dropPending(key)
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 		return nil, &lostError{err}
 	}
-	c.out.FlushAsync()
+	c.out.flushAsync()
 	select {
 	case r := <-pc.ch:
 		return r.result, r.err
@@ -74,7 +77,7 @@ func (e *lostError) Unwrap() []error {
 	return []error{ErrConnectionLost, e.err}
 }
 
-func (c *Conn) encodeCall(method string, params any) (msg, id []byte, err error) {
+func (c *Conn) encodeCall(method string, params any) (msg, id []byte, h head, err error) {
 	n := c.nextID.Add(1)
 	msg = make([]byte, 0, 96)
 	msg = append(msg, jsonrpc.PrefixID...)
@@ -83,11 +86,18 @@ func (c *Conn) encodeCall(method string, params any) (msg, id []byte, err error)
 	id = msg[start:len(msg):len(msg)]
 	msg = append(msg, jsonrpc.MidMethod...)
 	msg = jsonrpc.AppendString(msg, method)
-	msg, err = appendParams(msg, params)
+	msg, p, err := appendParams(msg, params)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, head{}, err
 	}
-	return append(msg, '}'), id, nil
+	msg = append(msg, '}')
+	// id and p are re-sliced from the final message: append may have moved it.
+	id = msg[start : start+len(id) : start+len(id)]
+	if p != nil {
+		off := len(msg) - 1 - len(p)
+		p = msg[off : off+len(p) : off+len(p)]
+	}
+	return msg, id, head{kind: jsonrpc.KindRequest, id: jsonrpc.ID(id), method: method, params: p}, nil
 }
 
 // appendParams appends ,"params":VALUE, or nothing when params is nil or
@@ -95,19 +105,19 @@ func (c *Conn) encodeCall(method string, params any) (msg, id []byte, err error)
 // params "MUST be a Structured value" (JSON-RPC 2.0, "Request object";
 // docs/guarantees.md#w2), and peers such as the TypeScript MCP SDK drop a
 // request whose params are null without answering it.
-func appendParams(msg []byte, params any) ([]byte, error) {
+func appendParams(msg []byte, params any) (out, raw []byte, err error) {
 	if params == nil {
-		return msg, nil
+		return msg, nil, nil
 	}
-	raw, err := jsonrpc.RawValue(params)
+	raw, err = jsonrpc.RawValue(params)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if string(raw) == "null" {
-		return msg, nil
+		return msg, nil, nil
 	}
 	msg = append(msg, jsonrpc.MidParams...)
-	return append(msg, raw...), nil
+	return append(msg, raw...), raw, nil
 }
 
 func (c *Conn) dropPending(key string) {
@@ -142,21 +152,24 @@ func (c *Conn) sendCancel(id []byte, cause error) {
 	msg := make([]byte, 0, 96)
 	msg = append(msg, jsonrpc.PrefixMethod...)
 	msg = jsonrpc.AppendString(msg, cm.Method)
-	msg = append(msg, `,"params":{"requestId":`...)
+	msg = append(msg, jsonrpc.MidParams...)
+	start := len(msg)
+	msg = append(msg, `{"requestId":`...)
 	msg = append(msg, id...)
 	if cm.WithReason && cause != nil {
 		msg = append(msg, `,"reason":`...)
 		msg = jsonrpc.AppendString(msg, cause.Error())
 	}
 	msg = append(msg, "}}"...)
+	h := head{kind: jsonrpc.KindNotification, method: cm.Method, params: msg[start : len(msg)-1]}
 	// Queued now when there is room, so a Close right after still drains
 	// it; the write itself (which may block on a slow peer) is not ours to
 	// wait for.
-	if c.out.TryEnqueue(msg) {
-		c.out.FlushAsync()
+	if c.out.tryEnqueue(h, msg) {
+		c.out.flushAsync()
 		return
 	}
-	go func() { _ = c.out.Send(msg) }()
+	go func() { _ = c.out.send(h, msg) }()
 }
 
 // deliver hands a response to its waiting call.
@@ -193,20 +206,20 @@ func (c *Conn) deliver(msg *jsonrpc.Message, line []byte) {
 // Notify sends a notification to the peer. It waits for room in the output
 // queue (bounded memory) and fails once the connection is shutting down.
 func (c *Conn) Notify(ctx context.Context, method string, params any) error {
-	msg, err := encodeNotification(method, params)
+	msg, h, err := encodeNotification(method, params)
 	if err != nil {
 		return err
 	}
 	// Like Call: wait for room only as long as ctx allows, and never write
 	// on the caller's goroutine (guarantee K1).
-	if err := c.out.EnqueueContext(ctx, msg); err != nil {
+	if err := c.out.enqueueContext(ctx, h, msg); err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 		c.writeFailed(err)
 		return err
 	}
-	c.out.FlushAsync()
+	c.out.flushAsync()
 	return nil
 }
 
@@ -219,7 +232,7 @@ func (c *Conn) CloseOutput() error {
 	c.mu.Lock()
 	c.outputClosed = true
 	c.mu.Unlock()
-	err := c.out.CloseWithin(c.opts.ShutdownTimeout, c.opts.ShutdownTimeout)
+	err := c.out.closeWithin(c.opts.ShutdownTimeout, c.opts.ShutdownTimeout)
 	if err != nil {
 		return fmt.Errorf("rpc: closing output: %w", err)
 	}

@@ -46,13 +46,16 @@ var ErrCancelledByPeer = errors.New("rpc: request cancelled by the peer")
 // Conn is one JSON-RPC 2.0 connection over a pair of byte streams. See the
 // package documentation for its concurrency, cancellation and shutdown model.
 type Conn struct {
-	opts    settings
-	handler Handler
-	r       io.Reader
-	w       io.Writer
-	in      *framing.LineReader
-	out     *framing.Output
-	decode  jsonrpc.DecodeOptions
+	opts      settings
+	handler   Handler
+	r         io.Reader
+	w         io.Writer
+	in        *framing.LineReader // a byte stream's input; nil over messages
+	src       MessageReader       // a message transport's input; nil when pushed or a stream
+	push      bool                // the transport pushes messages (Receive); no reading goroutine
+	srcClosed atomic.Bool
+	out       output
+	decode    jsonrpc.DecodeOptions
 
 	base       context.Context
 	cancelBase context.CancelCauseFunc
@@ -103,8 +106,7 @@ type Conn struct {
 	nextID atomic.Int64
 	stats  stats
 
-	inputDone chan struct{} // closed when input has ended or shutdown began
-	inputOnce sync.Once
+	inputDone chan struct{} // made on first use; closed when input has ended or shutdown began
 
 	done chan struct{}
 	err  error
@@ -128,42 +130,88 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 	if h == nil {
 		h = Methods(nil)
 	}
-	c := &Conn{
-		opts:     s,
-		handler:  h,
-		r:        r,
-		in:       framing.NewLineReader(r, s.MaxMessageBytes),
-		w:        w,
-		decode:   jsonrpc.DecodeOptions{AllowNullID: s.AllowNullID},
-		inflight: make(map[jsonrpc.ID]*Request),
-		pending:  make(map[string]*pendingCall),
-		done:     make(chan struct{}),
-
-		inputDone: make(chan struct{}),
-	}
-	c.out = framing.NewOutput(w, &framing.OutputOptions{
+	c := newConn(h, s)
+	c.r, c.w = r, w
+	c.in = framing.NewLineReader(r, s.MaxMessageBytes)
+	c.out.lines = framing.NewOutput(w, &framing.OutputOptions{
 		QueueLimit: s.OutputQueueBytes,
 		WriteChunk: s.WriteChunkBytes,
 		OnError:    c.outputFailed, // a failed write is a transport fault (guarantee C6)
 	})
+	c.startReading()
+	return c
+}
+
+// NewMessages starts a connection over whole messages (see MessageReader
+// and MessageWriter): no framing, no line buffer, no copy of what the
+// reader hands over. With a reader, a goroutine reads from it exactly as
+// New reads lines. With a nil reader the transport pushes messages with
+// Receive or ReceiveDecoded and ends input with EndInput, and each
+// request's handler runs on the goroutine that pushed it (or, when every
+// slot is taken, waits in the admission queue as usual). Every guarantee of
+// New holds, except that there is no output queue to coalesce writes in:
+// each message is one WriteMessage, and OutputQueueBytes and
+// WriteChunkBytes do not apply.
+func NewMessages(r MessageReader, w MessageWriter, h Handler, opts *Options) *Conn {
+	s := resolve(opts)
+	if h == nil {
+		h = Methods(nil)
+	}
+	c := newConn(h, s)
+	c.out.mw = w
+	c.out.onErr = c.outputFailed
+	if r == nil {
+		c.push = true
+		return c
+	}
+	c.src = r
+	c.startReading()
+	return c
+}
+
+func newConn(h Handler, s settings) *Conn {
+	c := &Conn{
+		opts:    s,
+		handler: h,
+		decode:  jsonrpc.DecodeOptions{AllowNullID: s.AllowNullID},
+		done:    make(chan struct{}),
+	}
 	c.busyLog.Logger, c.streamsLog.Logger, c.limitLog.Logger = s.Logger, s.Logger, s.Logger
-	c.hurry = make(chan struct{})
-	c.base, c.cancelBase = context.WithCancelCause(context.Background())
-	c.promoteAfter = s.InlineBudget
+	parent := s.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	c.base, c.cancelBase = context.WithCancelCause(parent)
+	return c
+}
+
+// startReading arms the watchdog and starts the reading goroutine.
+func (c *Conn) startReading() {
+	c.promoteAfter = c.opts.InlineBudget
 	if c.promoteAfter < 0 {
 		c.promoteAfter = DefaultInlineBudget
 	}
 	c.watchdog = time.AfterFunc(time.Hour, c.watch)
 	c.watchdog.Stop()
 	go c.readLoop()
-	return c
 }
 
 // InputDone is closed when no more input will be read: at end of input, or
 // when shutdown begins. Long-running handlers that serve a stream (an MCP
 // subscription, say) use it to end gracefully instead of waiting out the
 // end-of-stream grace.
-func (c *Conn) InputDone() <-chan struct{} { return c.inputDone }
+func (c *Conn) InputDone() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inputDone == nil {
+		// Made on first use: a connection of one HTTP request rarely asks.
+		c.inputDone = make(chan struct{})
+		if c.stopping {
+			close(c.inputDone)
+		}
+	}
+	return c.inputDone
+}
 
 // Done is closed when the connection has shut down.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -199,29 +247,25 @@ func (c *Conn) Stats() Stats { return c.stats.snapshot() }
 // goroutine returns once its handler is done.
 func (c *Conn) readLoop() {
 	for {
-		if !c.in.HasLine() && c.out.Queued() {
+		if !c.hasInput() && c.out.queued() {
 			// About to wait for input: write what inline handlers queued,
 			// so replies to a burst of requests leave in one write.
 			if !c.asReader(c.flushOut) {
 				return
 			}
 		}
-		if c.out.Full() {
+		if c.out.full() {
 			// The peer is not reading replies; stop reading requests
 			// until it does (guarantee C3).
-			if err := c.out.WaitRoom(); err != nil {
+			if err := c.out.waitRoom(); err != nil {
 				c.outputFailed(err)
 				return
 			}
 		}
-		line, err := c.in.ReadLine()
+		line, owned, err := c.read()
 		if err != nil {
 			if errors.Is(err, framing.ErrLineTooLong) {
-				c.violation(ViolationTooLong, nil, err)
-				c.limitLog.Refused("rpc: line over MaxMessageBytes skipped", "limit", c.opts.MaxMessageBytes)
-				c.replyBad(jsonrpc.NullID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-					"Invalid Request: message exceeds "+strconv.Itoa(c.opts.MaxMessageBytes)+" bytes",
-					map[string]any{"limit": c.opts.MaxMessageBytes}))
+				c.tooLong(err)
 				continue
 			}
 			c.inputEnded(err)
@@ -230,15 +274,104 @@ func (c *Conn) readLoop() {
 		if isBlank(line) {
 			continue
 		}
-		if !c.handleLine(line) {
+		if !c.handleLine(line, owned, nil, nil) {
 			return // promoted: another goroutine reads now
 		}
 	}
 }
 
+// read returns the next line of a stream (a slice of the read buffer) or
+// the next message of a MessageReader (owned: the connection keeps it).
+func (c *Conn) read() (msg []byte, owned bool, err error) {
+	if c.src == nil {
+		msg, err = c.in.ReadLine()
+		return msg, false, err
+	}
+	msg, err = c.src.ReadMessage()
+	if err == nil && len(msg) > c.opts.MaxMessageBytes {
+		return nil, false, errMessageTooLong
+	}
+	return msg, true, err
+}
+
+// hasInput reports whether more input is ready without a read. A
+// MessageReader cannot say, and has no output queue to flush first.
+func (c *Conn) hasInput() bool { return c.in != nil && c.in.HasLine() }
+
+// tooLong refuses a message over MaxMessageBytes.
+func (c *Conn) tooLong(err error) {
+	c.violation(ViolationTooLong, nil, err)
+	c.limitLog.Refused("rpc: line over MaxMessageBytes skipped", "limit", c.opts.MaxMessageBytes)
+	c.replyBad(jsonrpc.NullID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+		"Invalid Request: message exceeds "+strconv.Itoa(c.opts.MaxMessageBytes)+" bytes",
+		map[string]any{"limit": c.opts.MaxMessageBytes}))
+}
+
+// Receive processes one whole message pushed by the transport of a
+// connection made with NewMessages and a nil reader, as the reading
+// goroutine would process a line: a response is delivered to its call, a
+// cancellation acted on, and a request's handler runs on the calling
+// goroutine (or waits in the admission queue when every slot is taken).
+// The connection owns msg from then on. Receive may be called from several
+// goroutines; messages pushed by one goroutine are processed in the order
+// it pushes them. It returns ErrInputEnded after EndInput or once shutdown
+// has begun, and ErrNotPushed on a connection that reads its own input.
+func (c *Conn) Receive(msg []byte) error {
+	if err := c.pushable(); err != nil {
+		return err
+	}
+	if len(msg) > c.opts.MaxMessageBytes {
+		c.tooLong(errMessageTooLong)
+		return nil
+	}
+	if !isBlank(msg) {
+		c.handleLine(msg, true, nil, nil)
+	}
+	return nil
+}
+
+// ReceiveDecoded is Receive for a message the transport has already
+// decoded with jsonrpc.Decode (under the connection's AllowNullID): msg's
+// slices point into raw, which the connection owns from then on, so a
+// message is decoded once however many layers look at it. note, if not
+// nil, is handed to the request's handler as Request.Note: what the
+// transport learned of the message (the MCP HTTP transport hands down the
+// params it parsed and the era it decided).
+func (c *Conn) ReceiveDecoded(raw []byte, msg *jsonrpc.Message, note any) error {
+	if err := c.pushable(); err != nil {
+		return err
+	}
+	c.handleLine(raw, true, msg, note)
+	return nil
+}
+
+// EndInput ends the input of a pushed connection, as EOF ends a stream's:
+// admitted requests get the end-of-stream grace (guarantee C4), then the
+// connection shuts down.
+func (c *Conn) EndInput() error {
+	if !c.push {
+		return ErrNotPushed
+	}
+	c.inputEnded(io.EOF)
+	return nil
+}
+
+func (c *Conn) pushable() error {
+	if !c.push {
+		return ErrNotPushed
+	}
+	c.mu.Lock()
+	stopping := c.stopping
+	c.mu.Unlock()
+	if stopping {
+		return ErrInputEnded
+	}
+	return nil
+}
+
 // flushOut writes what is queued; a failure reaches outputFailed through
 // the Output's OnError.
-func (c *Conn) flushOut() { _ = c.out.Flush() }
+func (c *Conn) flushOut() { _ = c.out.flush() }
 
 func isBlank(line []byte) bool {
 	for _, b := range line {
@@ -249,17 +382,27 @@ func isBlank(line []byte) bool {
 	return true
 }
 
-// handleLine processes one line and reports whether the calling goroutine is
-// still the reader.
-func (c *Conn) handleLine(line []byte) bool {
-	// One copy per message: everything the request keeps (id, method,
-	// params, the result of a response) points into it, and nothing writes
-	// to it again.
-	own := bytes.Clone(line)
-	msg, err := jsonrpc.Decode(own, &c.decode)
-	if err != nil {
-		c.badMessage(own, err)
-		return true
+// handleLine processes one message and reports whether the calling
+// goroutine is still the reader. owned says the connection may keep line
+// (a MessageReader's, or a pushed message); decoded, when not nil, is line
+// already decoded by the transport.
+func (c *Conn) handleLine(line []byte, owned bool, decoded *jsonrpc.Message, note any) bool {
+	// One copy per line of a stream: everything the request keeps (id,
+	// method, params, the result of a response) points into it, and nothing
+	// writes to it again. A whole message is already such a copy.
+	own := line
+	if !owned {
+		own = bytes.Clone(line)
+	}
+	var msg jsonrpc.Message
+	if decoded != nil {
+		msg = *decoded
+	} else {
+		var err error
+		if msg, err = jsonrpc.Decode(own, &c.decode); err != nil {
+			c.badMessage(own, err)
+			return true
+		}
 	}
 	switch msg.Kind {
 	case jsonrpc.KindResult, jsonrpc.KindError:
@@ -274,7 +417,7 @@ func (c *Conn) handleLine(line []byte) bool {
 			return true
 		}
 	}
-	return c.dispatch(&msg, nil)
+	return c.dispatch(&msg, nil, note)
 }
 
 func (c *Conn) badMessage(line []byte, err error) {
@@ -309,7 +452,7 @@ func (c *Conn) replyBad(id jsonrpc.ID, e *jsonrpc.Error) {
 	if c.opts.QuietOnBadInput {
 		return
 	}
-	c.enqueue(jsonrpc.AppendErrorResponse(nil, id, e))
+	c.enqueue(errorHead(id, e), jsonrpc.AppendErrorResponse(nil, id, e))
 }
 
 func (c *Conn) violation(kind ViolationKind, line []byte, err error) {
@@ -349,6 +492,12 @@ func (c *Conn) runInline(req *Request) bool {
 // this way, and so does the reader's own flush, so a peer that stops reading
 // our output cannot keep us from seeing its end of input.
 func (c *Conn) asReader(f func()) bool {
+	if c.push {
+		// The transport's own goroutine pushed the message and waits for
+		// it; there is no reading goroutine to hand input to.
+		f()
+		return true
+	}
 	c.inlineSeq++
 	tok := c.inlineSeq
 	c.inline.Store(tok)
@@ -361,7 +510,7 @@ func (c *Conn) asReader(f func()) bool {
 	}
 	// Promoted while f ran. A response may have been queued without a
 	// flush; the new reader may already be waiting for input.
-	c.out.Flush()
+	c.out.flush()
 	return false
 }
 
@@ -475,7 +624,7 @@ func (c *Conn) answer(req *Request, result any, err error, inline bool) {
 		return
 	}
 	req.answered = true
-	id := []byte(req.ID)
+	id := stringBytes(string(req.ID))
 	if req.batch != nil {
 		var m []byte
 		if eobj != nil {
@@ -489,11 +638,11 @@ func (c *Conn) answer(req *Request, result any, err error, inline bool) {
 	var werr error
 	switch {
 	case eobj != nil:
-		werr = c.out.Send(jsonrpc.AppendErrorResponse(nil, req.ID, eobj))
+		werr = c.out.send(errorHead(req.ID, eobj), jsonrpc.AppendErrorResponse(nil, req.ID, eobj))
 	case inline:
-		werr = c.out.Enqueue(jsonrpc.PrefixID, id, jsonrpc.MidResult, raw, jsonrpc.Suffix)
+		werr = c.out.enqueue(resultHead(req.ID), jsonrpc.PrefixID, id, jsonrpc.MidResult, raw, jsonrpc.Suffix)
 	default:
-		werr = c.out.Send(jsonrpc.PrefixID, id, jsonrpc.MidResult, raw, jsonrpc.Suffix)
+		werr = c.out.send(resultHead(req.ID), jsonrpc.PrefixID, id, jsonrpc.MidResult, raw, jsonrpc.Suffix)
 	}
 	if werr != nil {
 		c.writeFailed(werr)
@@ -510,17 +659,15 @@ func (c *Conn) answerDirect(req *Request, e *jsonrpc.Error) {
 		req.batch.add(m)
 		return
 	}
-	c.enqueue(m)
+	c.enqueue(errorHead(req.ID, e), m)
 }
 
-func (c *Conn) enqueue(m []byte) {
-	if err := c.out.Send(m); err != nil {
-		c.writeFailed(err)
-	}
-}
+// enqueue sends a message the connection writes on its own account (an
+// error reply, a batch reply); a failure is a transport fault.
+func (c *Conn) enqueue(h head, m []byte) { _ = c.send(h, m) }
 
-func (c *Conn) send(m []byte) error {
-	if err := c.out.Send(m); err != nil {
+func (c *Conn) send(h head, m []byte) error {
+	if err := c.out.send(h, m); err != nil {
 		c.writeFailed(err)
 		return err
 	}
@@ -621,7 +768,7 @@ func (b *batch) finishLocked() {
 	b.buf = nil
 	b.mu.Unlock()
 	if len(out) > 0 {
-		b.c.enqueue(append(out, ']'))
+		b.c.enqueue(head{kind: jsonrpc.KindBatch}, append(out, ']'))
 	}
 }
 
@@ -681,13 +828,13 @@ func (c *Conn) handleBatch(line []byte) {
 				c.cancelRequest(&msg, cm)
 				return
 			}
-			c.dispatch(&msg, b)
+			c.dispatch(&msg, b, nil)
 			return
 		}
 		b.mu.Lock()
 		b.count++
 		b.mu.Unlock()
-		c.dispatch(&msg, b)
+		c.dispatch(&msg, b, nil)
 	})
 	b.drop() // the dispatching guard
 }

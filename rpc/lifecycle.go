@@ -58,7 +58,7 @@ func (c *Conn) writeFailed(err error) {
 	if expected && errors.Is(err, framing.ErrOutputClosed) {
 		return
 	}
-	if cause := c.out.Err(); cause != nil {
+	if cause := c.out.errValue(); cause != nil {
 		err = cause
 	}
 	c.outputFailed(err)
@@ -74,7 +74,9 @@ func (c *Conn) stop(cause error, graceful bool) {
 		// becomes the cause.
 		if !graceful && !c.hurried {
 			c.hurried = true
-			close(c.hurry)
+			if c.hurry != nil {
+				close(c.hurry)
+			}
 		}
 		if c.cause == nil && cause != nil {
 			c.cause = cause
@@ -84,12 +86,17 @@ func (c *Conn) stop(cause error, graceful bool) {
 	}
 	c.stopping = true
 	c.cause = cause
-	c.inputOnce.Do(func() { close(c.inputDone) })
-	idle := make(chan struct{})
-	if c.active == 0 {
-		close(idle)
-	} else {
-		c.idle = idle
+	if c.inputDone != nil {
+		close(c.inputDone)
+	}
+	idle := closedChan
+	quiet := c.active == 0
+	if !quiet {
+		c.idle = make(chan struct{})
+		idle = c.idle
+		if graceful {
+			c.hurry = make(chan struct{})
+		}
 	}
 	pending := c.pending
 	c.pending = nil
@@ -102,7 +109,31 @@ func (c *Conn) stop(cause error, graceful bool) {
 	for _, pc := range pending {
 		pc.ch <- callResult{err: lost}
 	}
+	if quiet && c.push {
+		// Nothing runs and nothing is queued: a pushed connection (one
+		// HTTP request's) ends right here, without a goroutine or a timer.
+		c.shutdown(idle, graceful)
+		return
+	}
 	go c.shutdown(idle, graceful)
+}
+
+// closedChan is an idle signal for a connection with nothing running.
+// It is closed once and never written: no state is shared through it.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// isClosed reports whether ch is closed, without a timer.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
@@ -110,6 +141,8 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 	budget := c.opts.ShutdownTimeout
 	if graceful {
 		budget += c.opts.EndOfStreamTimeout
+	}
+	if graceful && !isClosed(idle) {
 		t := time.NewTimer(c.opts.EndOfStreamTimeout)
 		select {
 		case <-idle:
@@ -133,7 +166,9 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 	// cancellation must not hand its slot to a request that never started.
 	c.dropQueued()
 	c.cancelBase(handlerCause)
-	c.watchdog.Stop()
+	if c.watchdog != nil {
+		c.watchdog.Stop()
+	}
 	if !graceful {
 		// Unblock a reader waiting for input that will never matter now.
 		c.closeInput()
@@ -142,14 +177,15 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 
 	var outErr error
 	if remaining := budget - time.Since(start); remaining > 0 {
-		outErr = c.out.CloseWithin(c.opts.ShutdownTimeout, remaining)
+		outErr = c.out.closeWithin(c.opts.ShutdownTimeout, remaining)
 	} else {
-		c.out.Abort(framing.ErrStalled)
-		outErr = c.out.Err()
+		c.out.abort(framing.ErrStalled)
+		outErr = c.out.errValue()
 	}
 	if cl, ok := c.r.(io.Closer); ok {
 		_ = cl.Close()
 	}
+	c.closeSource()
 	c.mu.Lock()
 	cause = c.cause // a fault during the shutdown counts too
 	c.mu.Unlock()
@@ -167,6 +203,13 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 // CloseRead when it has one, and is otherwise left to be closed after the
 // drain.
 func (c *Conn) closeInput() {
+	if c.src != nil {
+		c.closeSource()
+		return
+	}
+	if c.r == nil {
+		return
+	}
 	if cr, ok := c.r.(interface{ CloseRead() error }); ok {
 		_ = cr.CloseRead()
 		return
@@ -175,6 +218,13 @@ func (c *Conn) closeInput() {
 		return
 	}
 	if cl, ok := c.r.(io.Closer); ok {
+		_ = cl.Close()
+	}
+}
+
+// closeSource closes a MessageReader that is an io.Closer, once.
+func (c *Conn) closeSource() {
+	if cl, ok := c.src.(io.Closer); ok && c.srcClosed.CompareAndSwap(false, true) {
 		_ = cl.Close()
 	}
 }
@@ -190,6 +240,9 @@ func sameStream(r io.Reader, w io.Writer) bool {
 }
 
 func waitFor(ch <-chan struct{}, d time.Duration) bool {
+	if isClosed(ch) {
+		return true
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentwire/agentwire/internal/wiretest"
 	"io"
 	"slices"
 	"strings"
@@ -168,6 +169,18 @@ func TestStalledReaderClosesOutput(t *testing.T) {
 		start := time.Now()
 		w.In.Close()
 		<-w.Conn.Done()
+		if wiretest.OverMessages() {
+			// A MessageWriter bounds its own writes; one that never
+			// returns holds its handler, so the connection ends at
+			// grace + shutdown and closes the writer to end the write.
+			if d := time.Since(start); d != rpc.DefaultEndOfStreamTimeout+rpc.DefaultShutdownTimeout {
+				t.Errorf("over messages: ended %v after EOF, want grace + shutdown (10s)", d)
+			}
+			if err := w.Conn.Wait(); err == nil {
+				t.Error("Wait = nil, want the failed write")
+			}
+			return
+		}
 		if d := time.Since(start); d != rpc.DefaultShutdownTimeout {
 			t.Errorf("ended %v after EOF, want the 5s no-progress deadline", d)
 		}

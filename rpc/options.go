@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -141,6 +142,12 @@ type Options struct {
 	// response to an unknown call: the strict mode of a client. Default: bad
 	// input is counted, logged and survived.
 	FatalViolations bool
+	// Context, if set, is the parent of every handler's context: when it
+	// ends, running handlers see their contexts end with its cause (the
+	// connection itself goes on until its input ends or it is closed). An
+	// HTTP transport passes the request's context, so a client that goes
+	// away cancels its request. Default context.Background().
+	Context context.Context
 	// OnViolation, if set, is called (on the reading goroutine; keep it
 	// short) for every line that is not a valid message, every response
 	// with an unknown id and every late response.

@@ -58,11 +58,18 @@ type Request struct {
 	cancel context.CancelCauseFunc
 	batch  *batch
 	lane   lane // guarded by conn.mu; see admission.go
+	note   any
 
 	mu       sync.Mutex
 	silenced bool // cancelled with a silencing CancelMethod
 	answered bool // the response has been queued
 }
+
+// Note is what the transport handed over with the message
+// (Conn.ReceiveDecoded), nil otherwise: a transport that had to parse a
+// message to route it passes on what it learned, so the handler does not
+// parse it again.
+func (r *Request) Note() any { return r.note }
 
 // IsNotification reports whether no response is expected.
 func (r *Request) IsNotification() bool { return r.ID == "" }
@@ -107,7 +114,7 @@ var (
 // (guarantee W8). params follows the same rules as a handler's result, except that
 // nil, or anything that encodes as null, omits "params".
 func (r *Request) Notify(method string, params any) error {
-	msg, err := encodeNotification(method, params)
+	msg, h, err := encodeNotification(method, params)
 	if err != nil {
 		return err
 	}
@@ -119,18 +126,18 @@ func (r *Request) Notify(method string, params any) error {
 	if r.answered {
 		return ErrRequestAnswered
 	}
-	return r.conn.send(msg)
+	return r.conn.send(h, msg)
 }
 
-func encodeNotification(method string, params any) ([]byte, error) {
+func encodeNotification(method string, params any) ([]byte, head, error) {
 	msg := make([]byte, 0, 64)
 	msg = append(msg, jsonrpc.PrefixMethod...)
 	msg = jsonrpc.AppendString(msg, method)
-	msg, err := appendParams(msg, params)
+	msg, p, err := appendParams(msg, params)
 	if err != nil {
-		return nil, err
+		return nil, head{}, err
 	}
-	return append(msg, '}'), nil
+	return append(msg, '}'), head{kind: jsonrpc.KindNotification, method: method, params: p}, nil
 }
 
 // bytesString views b as a string without copying. It is used only for

@@ -5,9 +5,12 @@ package wiretest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -66,12 +69,78 @@ func Start(t *testing.T, h rpc.Handler, opts *rpc.Options, collect bool) *Wire {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	w := &Wire{t: t, In: inW, OutR: outR, EOF: make(chan struct{})}
-	w.Conn = rpc.New(inR, outW, h, &o)
+	if OverMessages() {
+		w.Conn = rpc.NewMessages(&lineMessages{r: inR, br: bufio.NewReader(inR)}, &lineWriter{outW}, h, &o)
+	} else {
+		w.Conn = rpc.New(inR, outW, h, &o)
+	}
 	if collect {
 		go w.collect()
 	}
 	return w
 }
+
+// EnvTransport names the environment variable that switches Start to the
+// message seam: with EnvTransport=messages, every wire test runs its
+// connection over rpc.NewMessages (lines are cut into whole messages on the
+// way in and joined on the way out), so the same raw lines pin the same
+// behaviour on both kinds of transport.
+const EnvTransport = "AGENTWIRE_WIRE"
+
+// OverMessages reports whether this test process runs its wires over the
+// message seam.
+func OverMessages() bool { return os.Getenv(EnvTransport) == "messages" }
+
+// RerunOverMessages runs the calling package's tests again, in a
+// subprocess of the test binary, with every wire over the message seam.
+// Tests that pin how bytes are written (coalescing, chunking) check
+// OverMessages and skip.
+func RerunOverMessages(t *testing.T) {
+	t.Helper()
+	if OverMessages() {
+		t.Skip("this process already runs over messages")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	cmd := exec.Command(os.Args[0], "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), EnvTransport+"=messages")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the wire tests over the message seam failed: %v\n%s", err, out)
+	}
+}
+
+// lineMessages cuts a byte stream into whole messages, one per line.
+type lineMessages struct {
+	r  io.Closer
+	br *bufio.Reader
+}
+
+func (l *lineMessages) ReadMessage() ([]byte, error) {
+	for {
+		line, err := l.br.ReadBytes('\n')
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if len(line) > 0 {
+			return line, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (l *lineMessages) Close() error { return l.r.Close() }
+
+// lineWriter joins whole messages into lines.
+type lineWriter struct{ w *io.PipeWriter }
+
+func (l *lineWriter) WriteMessage(m *rpc.Outbound) error {
+	_, err := l.w.Write(append(m.AppendTo(make([]byte, 0, m.Len()+1)), '\n'))
+	return err
+}
+
+func (l *lineWriter) Close() error { return l.w.Close() }
 
 // Finish closes input and waits for the connection and the collector.
 func (w *Wire) Finish() {
