@@ -13,6 +13,26 @@
 // machine is shared and noisy, absolute figures move 20-30 % between runs,
 // ratios much less.
 //
+// The -http mode measures the HTTP path instead and writes results/http.md:
+//
+//	cd bench && go run . -http          # about 10 minutes on 2 cores
+//	cd bench && go run . -http -quick   # one short round, a smoke test
+//
+// Every HTTP server runs in a process of its own on loopback TCP (this
+// binary re-executed with -serve-http NAME, or node for the TypeScript
+// SDK's server in ts-server.mjs): a hand-written net/http handler
+// (plain, the reference), agentwire in both eras, go-sdk and mcp-go
+// stateful and stateless in both eras where they serve them, and the
+// TypeScript SDK v2. C = 1, 16 and 64 keep-alive clients send sequential
+// tools/call POSTs and check every answer; req/s, p50 and p99 latency and
+// the server's CPU per request (/proc/PID/stat) are reported as ratios to
+// plain in the same round. Then each server holds 1000 idle event streams
+// (agentwire's subscriptions/listen, the peers' session GET streams and
+// listen streams) and its resident memory per stream is read, and one
+// agentwire process holds 10,000. Last, the host side: agentwire's MCP
+// client against go-sdk's and mcp-go's, each calling agentwire's server
+// over stdio and HTTP in both eras, calls/s and client CPU per call.
+//
 // This is a separate module so that the peers (creachadair/jrpc2,
 // sourcegraph/jsonrpc2, the official go-sdk, mark3labs/mcp-go,
 // coder/acp-go-sdk) never enter agentwire's own dependency graph.
@@ -40,6 +60,13 @@ func main() {
 	quick := flag.Bool("quick", false, "one short round: a smoke test of the harness")
 	only := flag.String("only", "", "comma-separated servers to run (raw is always included); default all")
 	noExtremes := flag.Bool("no-extremes", false, "skip the large-message and flood workloads")
+	httpMode := flag.Bool("http", false, "run the HTTP and host-side benchmarks instead, writing results/http.md")
+	serveHTTPName := flag.String("serve-http", "", "internal: serve the named HTTP server on -addr, printing its URL")
+	addr := flag.String("addr", "127.0.0.1:0", "internal: the address of -serve-http")
+	maxStreams := flag.Int("max-streams", 0, "internal: room for this many idle streams in -serve-http")
+	streams := flag.Int("streams", 1000, "-http: idle event streams opened per server")
+	bigStreams := flag.Int("big-streams", 10000, "-http: agentwire listen streams opened in one process (0 skips)")
+	noHost := flag.Bool("no-host", false, "-http: skip the host-side (client) benchmark")
 	flag.Parse()
 	// acp-go-sdk's in-process agent logs through the standard logger; the
 	// subprocess servers' stderr is kept and shown only when one fails.
@@ -48,6 +75,27 @@ func main() {
 		if err := serveStdio(*serve); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
+		}
+		return
+	}
+	if *serveHTTPName != "" {
+		if err := serveHTTP(*serveHTTPName, *addr, *maxStreams); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *httpMode {
+		// Three rounds of about 1 s per measurement unless told otherwise.
+		r, d := *rounds, *dur
+		if !isFlagSet("rounds") {
+			r = 3
+		}
+		if !isFlagSet("dur") {
+			d = time.Second
+		}
+		if err := runHTTPBench(httpConfig{out: *out, rounds: r, dur: d, quick: *quick, streams: *streams, bigStreams: *bigStreams, only: *only, noHost: *noHost}); err != nil {
+			fail(err)
 		}
 		return
 	}
@@ -79,6 +127,12 @@ func main() {
 		fail(err)
 	}
 	fmt.Printf("wrote %s and %s in %v\n", filepath.Join(*out, "report.md"), filepath.Join(*out, "ratios.png"), r.elapsed.Round(time.Second))
+}
+
+func isFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func fail(err error) {
