@@ -98,14 +98,14 @@ func runHTTPBench(cfg httpConfig) error {
 	return nil
 }
 
-// selectTargets keeps the named targets (plain always); all by default.
+// selectTargets keeps the named targets (the plain ones always); all by default.
 func selectTargets(only string) []httpTarget {
 	if only == "" {
 		return slices.Clone(httpTargets)
 	}
 	var keep []httpTarget
 	for _, t := range httpTargets {
-		if t.name == "plain" || slices.Contains(splitList(only), t.name) || slices.Contains(splitList(only), t.server) {
+		if t.isReference() || slices.Contains(splitList(only), t.name) || slices.Contains(splitList(only), t.server) {
 			keep = append(keep, t)
 		}
 	}
@@ -125,8 +125,8 @@ func (r *httpRun) throughput() error {
 				continue
 			}
 			if err := r.measureTarget(round, t); err != nil {
-				if t.name == "plain" {
-					return fmt.Errorf("plain: %w", err) // the reference must work
+				if t.isReference() {
+					return fmt.Errorf("%s: %w", t.name, err) // the reference must work
 				}
 				fmt.Fprintf(os.Stderr, "  %s failed: %v\n", t.name, err)
 				r.failed[t.name] = err.Error()
@@ -160,10 +160,10 @@ func (r *httpRun) measureTarget(round int, t httpTarget) error {
 	return nil
 }
 
-// ratio is the median over rounds of f(target)/f(plain), both measured in
-// the same round, with the lowest and highest.
-func (r *httpRun) ratio(target string, c int, f func(loadResult) float64) (med, lo, hi float64, ok bool) {
-	ts, ps := r.samples[hkey{target, c}], r.samples[hkey{"plain", c}]
+// ratio is the median over rounds of f(target)/f(its plain reference),
+// both measured in the same round, with the lowest and highest.
+func (r *httpRun) ratio(t httpTarget, c int, f func(loadResult) float64) (med, lo, hi float64, ok bool) {
+	ts, ps := r.samples[hkey{t.name, c}], r.samples[hkey{t.reference(), c}]
 	var vals []float64
 	for round, s := range ts {
 		if p, ok := ps[round]; ok && f(p) > 0 {

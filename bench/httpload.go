@@ -20,6 +20,18 @@ const (
 	modernVersion = "2026-07-28"
 )
 
+// reference is the target a row is compared with: the plain handler sent
+// the same era's requests, so that the ratio is the cost of the library
+// and not of the era's bigger requests.
+func (t httpTarget) reference() string {
+	if t.modern {
+		return "plain-2026"
+	}
+	return "plain-2025"
+}
+
+func (t httpTarget) isReference() bool { return t.server == "plain" }
+
 // An httpTarget is one row of the HTTP tables: a server process and the
 // way the clients talk to it.
 type httpTarget struct {
@@ -30,7 +42,8 @@ type httpTarget struct {
 }
 
 var httpTargets = []httpTarget{
-	{name: "plain", server: "plain", what: "hand-written handler (sent the 2025-11-25 form)"},
+	{name: "plain-2025", server: "plain", what: "hand-written handler, sent the 2025-11-25 form (initialize, then calls)"},
+	{name: "plain-2026", server: "plain", modern: true, what: "hand-written handler, sent the 2026-07-28 form (_meta and headers ignored)"},
 	{name: "agentwire-2025", server: "agentwire", what: "agentwire, 2025-11-25 (initialize, stateless)"},
 	{name: "agentwire-2026", server: "agentwire", modern: true, what: "agentwire, 2026-07-28"},
 	{name: "go-sdk-stateful-2025", server: "go-sdk", what: "go-sdk, stateful, 2025-11-25 (Mcp-Session-Id)"},

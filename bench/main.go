@@ -86,13 +86,13 @@ func main() {
 		return
 	}
 	if *httpMode {
-		// Three rounds of about 1 s per measurement unless told otherwise.
+		// Three rounds of 2 s per measurement unless told otherwise.
 		r, d := *rounds, *dur
 		if !isFlagSet("rounds") {
 			r = 3
 		}
 		if !isFlagSet("dur") {
-			d = time.Second
+			d = 2 * time.Second
 		}
 		if err := runHTTPBench(httpConfig{out: *out, rounds: r, dur: d, quick: *quick, streams: *streams, bigStreams: *bigStreams, only: *only, noHost: *noHost}); err != nil {
 			fail(err)
