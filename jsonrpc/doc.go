@@ -68,6 +68,27 @@
 // surrogate ("\ud800", valid JSON) included: it becomes U+FFFD. The check
 // costs nothing on ASCII; only bytes past 0x7f are decoded.
 //
+// # Reading params
+//
+// A handler that reads a few members of params need not decode them, nor
+// bring a scanner of its own: Members, Elements, StringBytes and
+// StringValue are built on the scanner Decode uses (FuzzMembers holds them
+// to encoding/json). Members(obj, fn) calls fn(key, value) for each member
+// of an object, in order, until fn returns false; Elements(arr, fn) does
+// the same for an array's elements. Both validate their input in full
+// first: a malformed object or array (not JSON, not UTF-8, trailing data,
+// another kind of value) is an error, a *SyntaxError when it is not JSON,
+// and fn is never called, so a walk is never silently partial. value is
+// the member's raw JSON, a sub-slice of the input without surrounding
+// white space; key is a sub-slice too when it holds no escapes, and a
+// decoded copy (allocated) when it does, decoded as encoding/json decodes
+// it. StringBytes(v) returns the contents of a JSON string value: a
+// sub-slice between the quotes when it has no escapes, so that comparing
+// it or looking it up in a map allocates nothing, and a decoded copy when
+// it has; StringValue(v) is the same as a Go string (a copy). A tools/call
+// params object is walked, its _meta and name read, without allocating
+// (BenchmarkMembers).
+//
 // # Encoding
 //
 // Output is compact, one line per message, "jsonrpc" first. The Prefix*,

@@ -221,13 +221,7 @@ func decodeKey(v []byte, k keyRef) string {
 	if !k.escaped {
 		return string(s)
 	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
-		var r rune
-		r, i = nextRune(s, i)
-		b = utf8.AppendRune(b, r)
-	}
-	return string(b)
+	return string(unescape(s))
 }
 
 // jsonPointer names the object that frames lead to: for each enclosing

@@ -233,7 +233,7 @@ func notFound(uri string, modern bool) error {
 }
 
 func (ss *session) readResource(ctx context.Context, p *params, version string) (map[string]any, error) {
-	uri, ok := rawString(p.uri)
+	uri, ok := jsonrpc.StringValue(p.uri)
 	if !ok || uri == "" {
 		return nil, invalidParams("invalid params: resources/read needs a uri")
 	}
@@ -272,7 +272,7 @@ func (ss *session) readResource(ctx context.Context, p *params, version string) 
 
 // subscribe records a legacy subscription on this connection.
 func (ss *session) subscribe(conn *rpc.Conn, p *params, on bool) (any, error) {
-	uri, ok := rawString(p.uri)
+	uri, ok := jsonrpc.StringValue(p.uri)
 	if !ok || uri == "" {
 		return nil, invalidParams("invalid params: a uri is required")
 	}
@@ -381,7 +381,7 @@ func (s *Server) hasPrompts() bool {
 }
 
 func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *params, version string) (any, error) {
-	name, ok := rawString(p.name)
+	name, ok := jsonrpc.StringValue(p.name)
 	if !ok || name == "" {
 		return nil, invalidParams("invalid params: prompts/get needs a prompt name")
 	}

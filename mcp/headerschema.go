@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+
+	"github.com/agentwire/agentwire/jsonrpc"
 )
 
 // Tool arguments annotated with x-mcp-header travel in Mcp-Param-{Name}
@@ -111,10 +113,11 @@ func argAt(args map[string]json.RawMessage, path string) json.RawMessage {
 	}
 	for _, step := range steps[1:] {
 		var next json.RawMessage
-		members(v, func(key, value []byte) {
+		jsonrpc.Members(v, func(key, value []byte) bool {
 			if string(key) == step {
 				next = value
 			}
+			return true
 		})
 		if next == nil {
 			return nil

@@ -751,7 +751,7 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, modern bool, method string, 
 // encoding/json).
 func rawMembers(raw []byte) map[string]json.RawMessage {
 	m := map[string]json.RawMessage{}
-	members(raw, func(key, value []byte) { m[string(key)] = value })
+	jsonrpc.Members(raw, func(key, value []byte) bool { m[string(key)] = value; return true })
 	return m
 }
 

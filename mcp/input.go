@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
 )
 
@@ -141,7 +142,7 @@ func (s *Server) parseInputs(p *params, target func() string) (*inputs, error) {
 		}
 	}
 	if p.requestState != nil {
-		str, ok := rawString(p.requestState)
+		str, ok := jsonrpc.StringValue(p.requestState)
 		if !ok {
 			return nil, invalidParams("invalid params: requestState must be a string")
 		}

@@ -285,7 +285,7 @@ func TestRegressionSurfaceNestedParamHeaderCaseVariantBypass(t *testing.T) {
 }
 
 // 8. The HTTP layer reads _meta's protocolVersion case-insensitively
-// (encoding/json), the session exactly (rawjson): MCP-Protocol-Version:
+// (encoding/json), the session exactly (jsonrpc.Members): MCP-Protocol-Version:
 // 2025-11-25 passes the mirror check while the request is served as
 // 2026-07-28.
 func TestRegressionSurfaceProtocolVersionHeaderMismatchViaCaseVariant(t *testing.T) {

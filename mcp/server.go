@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -388,7 +387,7 @@ func checkModernMeta(m *requestMeta) (version string, err error) {
 	}
 	if version == "" {
 		var ok bool
-		if version, ok = rawString(m.ProtocolVersion); !ok {
+		if version, ok = jsonrpc.StringValue(m.ProtocolVersion); !ok {
 			return "", invalidParams("invalid params: _meta[%q] must be a string", MetaProtocolVersion)
 		}
 	}
@@ -626,7 +625,7 @@ var cacheable = []string{methodToolsList, "prompts/list", "resources/list", "res
 func paged[T any](key string, items []T, cursorRaw []byte, size int) (map[string]any, error) {
 	start := 0
 	if len(cursorRaw) > 0 && string(cursorRaw) != "null" {
-		c, ok := rawString(cursorRaw)
+		c, ok := jsonrpc.StringValue(cursorRaw)
 		b, err := base64.RawURLEncoding.DecodeString(c)
 		n, aerr := strconv.Atoi(string(b))
 		if !ok || err != nil || aerr != nil || n < 0 || n > len(items) {
@@ -656,17 +655,14 @@ type callParams struct {
 // input_required when the tool asked the client for input.
 func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, version string) (any, error) {
 	m := p.meta
-	if len(p.name) < 3 || p.name[0] != '"' {
+	// The name is looked up in the request's bytes: without escapes,
+	// nothing is copied.
+	name, ok := jsonrpc.StringBytes(p.name)
+	if !ok || len(name) == 0 {
 		return nil, invalidParams("invalid params: tools/call needs a tool name")
 	}
-	var t *registeredTool
-	if raw := p.name[1 : len(p.name)-1]; bytes.IndexByte(raw, '\\') < 0 {
-		t = ss.srv.toolBytes(raw)
-	} else if name, ok := rawString(p.name); ok {
-		t = ss.srv.tool(name)
-	}
+	t := ss.srv.toolBytes(name)
 	if t == nil {
-		name, _ := rawString(p.name)
 		return nil, invalidParams("unknown tool: %s", name)
 	}
 	args := p.arguments

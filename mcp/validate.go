@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentwire/agentwire/jsonrpc"
 )
 
 // argSchema is the part of a tool's inputSchema (JSON Schema) that typed
@@ -248,7 +250,7 @@ func (s *argSchema) walk(v []byte, path argPath, problems *[]string) {
 			}
 			seen = seen[:len(s.required)]
 		}
-		members(v, func(key, value []byte) {
+		jsonrpc.Members(v, func(key, value []byte) bool {
 			for i, name := range s.required {
 				if !seen[i] && string(key) == name {
 					seen[i] = true
@@ -266,6 +268,7 @@ func (s *argSchema) walk(v []byte, path argPath, problems *[]string) {
 			case s.additional != nil:
 				s.additional.walk(value, append(path, pathStep{key: key}), problems)
 			}
+			return true
 		})
 		for i, name := range s.required {
 			if !seen[i] {
@@ -275,32 +278,12 @@ func (s *argSchema) walk(v []byte, path argPath, problems *[]string) {
 	case "array":
 		if s.items != nil {
 			n := 0
-			elements(v, func(item []byte) {
+			jsonrpc.Elements(v, func(item []byte) bool {
 				s.items.walk(item, append(path, pathStep{index: n}), problems)
 				n++
+				return true
 			})
 		}
-	}
-}
-
-// elements calls fn with each element of the raw JSON array a.
-func elements(a []byte, fn func(item []byte)) {
-	i := skipWS(a, 0)
-	if i >= len(a) || a[i] != '[' {
-		return
-	}
-	i = skipWS(a, i+1)
-	if i < len(a) && a[i] == ']' {
-		return
-	}
-	for i < len(a) {
-		end := skipValue(a, i)
-		fn(a[i:end])
-		i = skipWS(a, end)
-		if i >= len(a) || a[i] != ',' {
-			return
-		}
-		i = skipWS(a, i+1)
 	}
 }
 

@@ -1,0 +1,77 @@
+package mcp
+
+import "github.com/agentwire/agentwire/jsonrpc"
+
+// The request path reads the few members MCP needs straight from the raw
+// params with jsonrpc.Members (the scanner jsonrpc.Decode validated them
+// with), without decoding into maps or copying: a tools/call is on the hot
+// path of every MCP server. Keys are matched exactly, as JSON-RPC members
+// are case-sensitive (encoding/json's case-insensitive matching is not
+// used). Keys are unique: jsonrpc.Decode refuses a message whose params
+// repeat a key in any object, at any depth (-32600), so the members read
+// here, and the arguments a tool decodes with encoding/json, are the ones
+// every other reader of the request sees, whichever of two it would have
+// kept.
+
+// params is what a request's params say, as slices of the raw params.
+type params struct {
+	meta      *requestMeta // nil when there is no _meta object
+	metaValue requestMeta
+	name      []byte // raw JSON values; nil when absent
+	uri       []byte
+	arguments []byte
+	cursor    []byte
+	// A 2026-07-28 retry's answers and state (multi-round-trip requests).
+	inputResponses []byte
+	requestState   []byte
+}
+
+// parseParams reads raw into p (in place: p.meta points into p). Anything
+// but an object (JSON, as jsonrpc.Members validates it) yields empty
+// params.
+func parseParams(raw []byte, p *params) {
+	jsonrpc.Members(raw, func(key, value []byte) bool {
+		switch string(key) {
+		case "_meta":
+			if len(value) > 0 && value[0] == '{' {
+				p.meta = &p.metaValue
+				parseMeta(value, p.meta)
+			} else {
+				p.meta = nil
+			}
+		case "name":
+			p.name = value
+		case "uri":
+			p.uri = value
+		case "arguments":
+			p.arguments = value
+		case "cursor":
+			p.cursor = value
+		case "inputResponses":
+			p.inputResponses = value
+		case "requestState":
+			p.requestState = value
+		}
+		return true
+	})
+}
+
+func parseMeta(raw []byte, m *requestMeta) {
+	jsonrpc.Members(raw, func(key, value []byte) bool {
+		switch string(key) {
+		case MetaProtocolVersion:
+			m.ProtocolVersion = value
+		case MetaClientCapabilities:
+			m.ClientCapabilities = value
+		case MetaClientInfo:
+			m.ClientInfo = value
+		case MetaLogLevel:
+			var ok bool
+			m.LogLevel, ok = jsonrpc.StringValue(value)
+			m.logLevelInvalid = !ok
+		case MetaProgressToken:
+			m.ProgressToken = value
+		}
+		return true
+	})
+}
