@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentwire/agentwire/internal/wait"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/rpc"
@@ -316,25 +317,14 @@ func (c *Client) awaitEnd(g *generation) {
 		return
 	case <-exited:
 	}
-	if waitClosed(g.conn.Done(), 200*time.Millisecond) {
+	if wait.Closed(g.conn.Done(), 200*time.Millisecond) {
 		return // the rest of its output was read; input ended normally
 	}
 	g.proc.KillGroup()
-	if waitClosed(g.conn.Done(), 300*time.Millisecond) {
+	if wait.Closed(g.conn.Done(), 300*time.Millisecond) {
 		return
 	}
 	g.conn.Close()
-}
-
-func waitClosed(ch <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // restart starts a new server per the policy, or returns nil.
@@ -375,7 +365,7 @@ func (c *Client) restart(lost error) (*generation, error) {
 func (c *Client) lostError(g *generation) error {
 	e := &ConnectionLostError{Cause: g.conn.Wait()}
 	if g.proc != nil {
-		if waitClosed(g.proc.Exited(), 250*time.Millisecond) {
+		if wait.Closed(g.proc.Exited(), 250*time.Millisecond) {
 			e.Exit = g.proc.ExitError()
 		} else {
 			e.StderrTail = g.proc.StderrTail()

@@ -77,7 +77,7 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch, note any) bool {
 		return true
 	}
 	if c.isBarrier(req.Method) {
-		if _, ok := c.take(req, laneBarrier); !ok || !c.admit(req) {
+		if _, ok := c.take(req, laneBarrier); !ok || !c.admit(req, false) {
 			return true
 		}
 		c.ordered.Store(true)
@@ -96,7 +96,7 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch, note any) bool {
 		return stillReader
 	}
 	queued, ok := c.take(req, laneSlot)
-	if !ok || !c.admit(req) {
+	if !ok || !c.admit(req, false) {
 		return true
 	}
 	switch {
@@ -239,12 +239,17 @@ func (c *Conn) refuseBusy(req *Request, why string) {
 }
 
 // admit runs Options.Admit; a refused request is answered and everything
-// it held given back.
-func (c *Conn) admit(req *Request) bool {
+// it held given back. With locked, the caller holds c.mu (hold: checking
+// the barrier, admitting and queueing are one step); it is released before
+// a refusal is answered, and kept otherwise.
+func (c *Conn) admit(req *Request, locked bool) bool {
 	if c.opts.Admit == nil {
 		return true
 	}
 	if err := c.opts.Admit(req); err != nil {
+		if locked {
+			c.mu.Unlock()
+		}
 		c.refuseAdmitted(req, err)
 		return false
 	}
@@ -420,15 +425,10 @@ func (c *Conn) hold(req *Request) bool {
 	c.reserveLocked(req)
 	req.ctx, req.cancel = context.WithCancelCause(c.base)
 	// Admission happens here, under the lock, so that checking the barrier
-	// and queueing stay one step (see above).
-	if c.opts.Admit != nil {
-		if err := c.opts.Admit(req); err != nil {
-			// Not yet in held, so nothing else can reach it before it is
-			// given back.
-			c.mu.Unlock()
-			c.refuseAdmitted(req, err)
-			return true
-		}
+	// and queueing stay one step (see above). A refused request is not yet
+	// in held, so nothing else can reach it before it is given back.
+	if !c.admit(req, true) {
+		return true
 	}
 	c.held = append(c.held, req)
 	c.mu.Unlock()

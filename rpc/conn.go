@@ -394,33 +394,50 @@ func (c *Conn) handleLine(line []byte, owned bool, decoded *jsonrpc.Message, not
 	if !owned {
 		own = bytes.Clone(line)
 	}
-	var msg jsonrpc.Message
 	if decoded != nil {
-		msg = *decoded
-	} else {
-		var err error
-		if msg, err = jsonrpc.Decode(own, &c.decode); err != nil {
-			c.badMessage(own, err)
-			return true
-		}
+		return c.handleMessage(decoded, own, nil, note)
 	}
-	switch msg.Kind {
-	case jsonrpc.KindResult, jsonrpc.KindError:
-		c.deliver(&msg, own)
+	msg, err := jsonrpc.Decode(own, &c.decode)
+	if err != nil {
+		c.badMessage(own, err, nil)
 		return true
-	case jsonrpc.KindBatch:
-		c.handleBatch(own)
-		return true
-	case jsonrpc.KindNotification:
-		if cm := c.cancelMethod(&msg); cm != nil {
-			c.cancelRequest(&msg, cm)
-			return true
-		}
 	}
-	return c.dispatch(&msg, nil, note)
+	return c.handleMessage(&msg, own, nil, note)
 }
 
-func (c *Conn) badMessage(line []byte, err error) {
+// handleMessage acts on one decoded message, on its own or as an element
+// of batch b: a response goes to its call, a cancellation to its request,
+// anything else to dispatch. It reports whether the calling goroutine is
+// still the reader.
+func (c *Conn) handleMessage(msg *jsonrpc.Message, own []byte, b *batch, note any) bool {
+	switch msg.Kind {
+	case jsonrpc.KindResult, jsonrpc.KindError:
+		c.deliver(msg, own)
+		return true
+	case jsonrpc.KindBatch:
+		if b == nil {
+			c.handleBatch(own)
+			return true
+		}
+		c.badMessage(own, &jsonrpc.DecodeError{Code: jsonrpc.CodeInvalidRequest, Reason: "a batch may not contain a batch"}, b)
+		return true
+	case jsonrpc.KindNotification:
+		if cm := c.cancelMethod(msg); cm != nil {
+			c.cancelRequest(msg, cm)
+			return true
+		}
+	case jsonrpc.KindRequest:
+		if b != nil {
+			b.expect()
+		}
+	}
+	return c.dispatch(msg, b, note)
+}
+
+// badMessage counts and answers a message that could not be decoded: on
+// its own line, or as an element of batch b (its answer then goes into
+// the batch's reply).
+func (c *Conn) badMessage(line []byte, err error, b *batch) {
 	var de *jsonrpc.DecodeError
 	if !errors.As(err, &de) {
 		return
@@ -430,7 +447,7 @@ func (c *Conn) badMessage(line []byte, err error) {
 		kind = ViolationParse
 	}
 	c.violation(kind, line, err)
-	if de.Response || de.Notification {
+	if de.Response || de.Notification || c.opts.QuietOnBadInput {
 		// Never answer a response, even a broken one; a broken
 		// notification is dropped and logged (guarantee W4).
 		return
@@ -443,7 +460,13 @@ func (c *Conn) badMessage(line []byte, err error) {
 	if de.Code == jsonrpc.CodeInvalidRequest {
 		msg = "Invalid Request"
 	}
-	c.replyBad(id, &jsonrpc.Error{Code: de.Code, Message: msg + ": " + de.Reason})
+	e := &jsonrpc.Error{Code: de.Code, Message: msg + ": " + de.Reason}
+	if b != nil {
+		b.expect()
+		b.add(jsonrpc.AppendErrorResponse(nil, id, e))
+		return
+	}
+	c.replyBad(id, e)
 }
 
 // replyBad answers bad input. It waits for room like any other write (guarantee
@@ -452,7 +475,7 @@ func (c *Conn) replyBad(id jsonrpc.ID, e *jsonrpc.Error) {
 	if c.opts.QuietOnBadInput {
 		return
 	}
-	c.enqueue(errorHead(id, e), jsonrpc.AppendErrorResponse(nil, id, e))
+	_ = c.send(errorHead(id, e), jsonrpc.AppendErrorResponse(nil, id, e))
 }
 
 func (c *Conn) violation(kind ViolationKind, line []byte, err error) {
@@ -659,13 +682,11 @@ func (c *Conn) answerDirect(req *Request, e *jsonrpc.Error) {
 		req.batch.add(m)
 		return
 	}
-	c.enqueue(errorHead(req.ID, e), m)
+	_ = c.send(errorHead(req.ID, e), m)
 }
 
-// enqueue sends a message the connection writes on its own account (an
-// error reply, a batch reply); a failure is a transport fault.
-func (c *Conn) enqueue(h head, m []byte) { _ = c.send(h, m) }
-
+// send writes one message; a failure is a transport fault, noticed here
+// whoever was writing.
 func (c *Conn) send(h head, m []byte) error {
 	if err := c.out.send(h, m); err != nil {
 		c.writeFailed(err)
@@ -768,8 +789,15 @@ func (b *batch) finishLocked() {
 	b.buf = nil
 	b.mu.Unlock()
 	if len(out) > 0 {
-		b.c.enqueue(head{kind: jsonrpc.KindBatch}, append(out, ']'))
+		_ = b.c.send(head{kind: jsonrpc.KindBatch}, append(out, ']'))
 	}
+}
+
+// expect counts one more entry the batch's reply waits for.
+func (b *batch) expect() {
+	b.mu.Lock()
+	b.count++
+	b.mu.Unlock()
 }
 
 // drop counts a request of the batch that will not produce an entry.
@@ -799,42 +827,11 @@ func (c *Conn) handleBatch(line []byte) {
 	b := &batch{c: c, count: 1}
 	jsonrpc.Batch(line, func(elem []byte) {
 		msg, err := jsonrpc.Decode(elem, &c.decode)
-		if err == nil && msg.Kind == jsonrpc.KindBatch {
-			err = &jsonrpc.DecodeError{Code: jsonrpc.CodeInvalidRequest, Reason: "a batch may not contain a batch"}
-		}
 		if err != nil {
-			var de *jsonrpc.DecodeError
-			errors.As(err, &de)
-			c.violation(ViolationInvalid, elem, err)
-			if de == nil || de.Response || de.Notification || c.opts.QuietOnBadInput {
-				return
-			}
-			id := jsonrpc.NullID
-			if de.ID != nil {
-				id = jsonrpc.ID(de.ID)
-			}
-			b.mu.Lock()
-			b.count++
-			b.mu.Unlock()
-			b.add(jsonrpc.AppendErrorResponse(nil, id, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + de.Reason}))
+			c.badMessage(elem, err, b)
 			return
 		}
-		switch msg.Kind {
-		case jsonrpc.KindResult, jsonrpc.KindError:
-			c.deliver(&msg, elem)
-			return
-		case jsonrpc.KindNotification:
-			if cm := c.cancelMethod(&msg); cm != nil {
-				c.cancelRequest(&msg, cm)
-				return
-			}
-			c.dispatch(&msg, b, nil)
-			return
-		}
-		b.mu.Lock()
-		b.count++
-		b.mu.Unlock()
-		c.dispatch(&msg, b, nil)
+		c.handleMessage(&msg, elem, b, nil)
 	})
 	b.drop() // the dispatching guard
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/framing"
+	"github.com/agentwire/agentwire/internal/wait"
 )
 
 // The connection's life has three phases, driven by stop:
@@ -173,7 +174,7 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 		// Unblock a reader waiting for input that will never matter now.
 		c.closeInput()
 	}
-	waitFor(idle, c.opts.ShutdownTimeout)
+	wait.Closed(idle, c.opts.ShutdownTimeout)
 
 	var outErr error
 	if remaining := budget - time.Since(start); remaining > 0 {
@@ -237,18 +238,4 @@ func sameStream(r io.Reader, w io.Writer) bool {
 		return false
 	}
 	return r == wr
-}
-
-func waitFor(ch <-chan struct{}, d time.Duration) bool {
-	if isClosed(ch) {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
 }
