@@ -190,9 +190,9 @@ func serverCommand() (string, []string) {
 type awSession struct{ s *awmcp.Session }
 
 func connectAgentwire(ctx context.Context, url string, modern bool) (hostSession, error) {
-	opts := &awmcp.ClientOptions{Mode: awmcp.Legacy}
+	opts := &awmcp.ClientOptions{Eras: awmcp.LegacyOnly}
 	if modern {
-		opts.Mode = awmcp.Modern
+		opts.Eras = awmcp.ModernOnly
 	}
 	var s *awmcp.Session
 	var err error

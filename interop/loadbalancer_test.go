@@ -173,7 +173,7 @@ func TestBehindLoadBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	if sess.Era() != "modern" || sess.Probe() != mcp.ProbeResult {
+	if sess.Era() != mcp.Modern || sess.Probe() != mcp.ProbeResult {
 		t.Fatalf("era %s probe %s", sess.Era(), sess.Probe())
 	}
 

@@ -97,7 +97,7 @@ func (b *Bridge) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func (b *Bridge) era() Era { return Dual }
+func (b *Bridge) eras() Eras { return BothEras }
 
 // headerParams answers from the server's tool list, fetched once and
 // refreshed by every tools/list a client sends through the bridge.
@@ -236,7 +236,7 @@ func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
 	if slices.Contains(removedInModern, req.Method) {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (not available in protocol version %s)", req.Method, LatestVersion)
 	}
-	if b.sess.Era() == "modern" {
+	if b.sess.Era() == Modern {
 		if req.Method == methodListen {
 			return b.listen(ctx, req, params)
 		}
@@ -247,7 +247,7 @@ func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
 	switch req.Method {
 	case methodDiscover:
 		r := map[string]any{
-			"supportedVersions": supportedFor(Dual),
+			"supportedVersions": supportedFor(BothEras),
 			"capabilities":      rawOr(s.Capabilities(), "{}"),
 			"ttlMs":             0,
 			"cacheScope":        cacheScopePublic,
@@ -313,7 +313,7 @@ func (b *Bridge) legacy(ctx context.Context, req *rpc.Request, version string) (
 	if err != nil {
 		return nil, err
 	}
-	if s.Era() == "legacy" {
+	if s.Era() == Legacy {
 		return b.forward(ctx, req, params, meta)
 	}
 	// A legacy client before a modern server: the bridge supplies the

@@ -19,9 +19,9 @@ import (
 
 // startBridge puts a bridge over HTTP in front of an in-memory server of
 // the given era.
-func startBridge(t *testing.T, era mcp.Era) (string, *mcp.Session) {
+func startBridge(t *testing.T, eras mcp.Eras) (string, *mcp.Session) {
 	t.Helper()
-	child, _, err := connectTo(t, &mcp.ServerOptions{Era: era}, nil, nil)
+	child, _, err := connectTo(t, &mcp.ServerOptions{Eras: eras}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +37,11 @@ func startBridge(t *testing.T, era mcp.Era) (string, *mcp.Session) {
 // T2: every combination of HTTP client era and stdio
 // server era lists and calls tools through the bridge, progress included.
 func TestBridgeEras(t *testing.T) {
-	for _, server := range []mcp.Era{mcp.Dual, mcp.LegacyOnly} {
-		for _, mode := range []mcp.Mode{mcp.Modern, mcp.Legacy} {
+	for _, server := range []mcp.Eras{mcp.BothEras, mcp.LegacyOnly} {
+		for _, mode := range []mcp.Eras{mcp.ModernOnly, mcp.LegacyOnly} {
 			t.Run(fmt.Sprintf("server %s, client %s", server, mode), func(t *testing.T) {
 				url, _ := startBridge(t, server)
-				sess, err := mcp.ConnectHTTP(t.Context(), url, &mcp.ClientOptions{Mode: mode}, nil)
+				sess, err := mcp.ConnectHTTP(t.Context(), url, &mcp.ClientOptions{Eras: mode}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -59,7 +59,7 @@ func TestBridgeEras(t *testing.T) {
 					t.Fatal(err)
 				}
 				hasResultType := strings.Contains(string(raw), `"resultType"`)
-				if hasResultType != (mode == mcp.Modern) {
+				if hasResultType != (mode == mcp.ModernOnly) {
 					t.Errorf("%s client got %s", mode, raw)
 				}
 			})
@@ -70,7 +70,7 @@ func TestBridgeEras(t *testing.T) {
 // Two clients that pick the same progress token each get only their own
 // progress: the bridge renames tokens on the way to the shared server.
 func TestBridgeProgressTokensDoNotCross(t *testing.T) {
-	url, _ := startBridge(t, mcp.Dual)
+	url, _ := startBridge(t, mcp.BothEras)
 	var wg sync.WaitGroup
 	counts := make([]int, 4)
 	for i := range counts {

@@ -19,29 +19,6 @@ import (
 	"github.com/agentwire/agentwire/rpc"
 )
 
-// Mode says how a client picks the protocol era (guarantee E2).
-type Mode int
-
-const (
-	// Auto probes with server/discover first and falls back to initialize
-	// only on evidence that the server is not modern. The default.
-	Auto Mode = iota
-	// Modern speaks 2026-07-28 only: no fallback.
-	Modern
-	// Legacy goes straight to initialize, without a probe.
-	Legacy
-)
-
-func (m Mode) String() string {
-	switch m {
-	case Modern:
-		return "modern"
-	case Legacy:
-		return "legacy"
-	}
-	return "auto"
-}
-
 // ProbeOutcome says what the server/discover probe found.
 type ProbeOutcome string
 
@@ -52,7 +29,7 @@ const (
 	ProbeTimeout     ProbeOutcome = "timeout"      // silence past the probe timeout: legacy
 	ProbeExit        ProbeOutcome = "exit"         // the server died on the probe: restarted, legacy
 	ProbeCached      ProbeOutcome = "cached"       // the era cache answered; no probe
-	ProbeNone        ProbeOutcome = "none"         // Legacy mode: no probe
+	ProbeNone        ProbeOutcome = "none"         // LegacyOnly: no probe
 )
 
 // Defaults of ClientOptions (guarantee E3).
@@ -68,7 +45,7 @@ var (
 	// us (a -32022 whose supported list has none of ours). Never a reason
 	// to fall back to initialize.
 	ErrNoCommonVersion = errors.New("mcp: the server supports no protocol version we speak")
-	// ErrNotModern: Modern mode met a server that is not modern.
+	// ErrNotModern: a ModernOnly client met a server that is not modern.
 	ErrNotModern = errors.New("mcp: the server did not answer as a 2026-07-28 server")
 	// ErrInputRequired is the multi-round-trip signal (SEP-2322) on both
 	// sides. A client gets it when the server answered input_required and
@@ -81,9 +58,14 @@ var (
 )
 
 // ClientOptions configures a client session. The zero value (or nil) means
-// Auto mode with the documented timeouts and no era cache.
+// BothEras (probe, then fall back) with the documented timeouts and no era
+// cache.
 type ClientOptions struct {
-	Mode Mode
+	// Eras is which eras the client will speak (guarantee E2). Default
+	// BothEras: probe with server/discover, fall back to initialize only on
+	// evidence that the server is not modern. ModernOnly never falls back;
+	// LegacyOnly goes straight to initialize, without a probe.
+	Eras Eras
 	// Info identifies this client. Default {"agentwire", "1"}.
 	Info Implementation
 	// Capabilities are this client's capabilities. Default {}.
@@ -155,7 +137,7 @@ type Session struct {
 	overHTTP bool
 	opts     ClientOptions
 
-	era          string // "modern" or "legacy"
+	era          Era // Modern or Legacy, once negotiated
 	version      string
 	serverInfo   Implementation
 	capabilities json.RawMessage
@@ -230,7 +212,7 @@ func (s *Session) transportOptions() *client.Options {
 	// A restarted legacy server knows nothing of our initialize: it is
 	// repeated before any call reaches the new process (guarantee K6).
 	o.Handshake = func(ctx context.Context, conn *rpc.Conn) error {
-		if !s.connected.Load() || s.era != "legacy" {
+		if !s.connected.Load() || s.era != Legacy {
 			return nil
 		}
 		if _, err := conn.Call(ctx, methodInitialize, map[string]any{
@@ -297,8 +279,8 @@ func (s *Session) inbound(method string, params json.RawMessage) {
 	s.routeSubscription(method, params)
 }
 
-// Era is "modern" or "legacy".
-func (s *Session) Era() string { return s.era }
+// Era is the era negotiated with the server: Modern or Legacy.
+func (s *Session) Era() Era { return s.era }
 
 // ProtocolVersion is the version agreed with the server.
 func (s *Session) ProtocolVersion() string { return s.version }
@@ -349,13 +331,13 @@ func (s *Session) connect(ctx context.Context) error {
 }
 
 func (s *Session) negotiate(ctx context.Context) error {
-	switch s.opts.Mode {
-	case Legacy:
+	switch s.opts.Eras {
+	case LegacyOnly:
 		s.probe = ProbeNone
 		return s.initialize(ctx)
-	case Auto:
+	case BothEras:
 		if s.opts.Cache != nil {
-			if e, ok := s.opts.Cache.Get(s.opts.CacheKey); ok && e.Era == "legacy" {
+			if e, ok := s.opts.Cache.Get(s.opts.CacheKey); ok && e.Era == Legacy {
 				s.probe = ProbeCached
 				err := s.legacyHandshake(ctx)
 				var je *jsonrpc.Error
@@ -391,10 +373,10 @@ func (s *Session) legacyHandshake(ctx context.Context) error {
 // The fallback is never keyed to one error code.
 func (s *Session) probeAndDecide(ctx context.Context) error {
 	version := ModernVersions[0]
-	if s.opts.Cache != nil && s.opts.Mode == Auto {
+	if s.opts.Cache != nil && s.opts.Eras == BothEras {
 		// A modern entry names the version to try first; it is checked by
 		// the probe like any assumption.
-		if e, ok := s.opts.Cache.Get(s.opts.CacheKey); ok && e.Era == "modern" && IsModern(e.Version) {
+		if e, ok := s.opts.Cache.Get(s.opts.CacheKey); ok && e.Era == Modern && IsModern(e.Version) {
 			version = e.Version
 		}
 	}
@@ -410,10 +392,10 @@ func (s *Session) probeAndDecide(ctx context.Context) error {
 			return s.modernFromDiscover(ctx, res)
 		case ProbeModernError:
 			next := mutualModern(perr.supported)
-			if next == "" && s.opts.Mode != Modern && slices.ContainsFunc(perr.supported, func(v string) bool { return slices.Contains(LegacyVersions, v) }) {
+			if next == "" && s.opts.Eras != ModernOnly && slices.ContainsFunc(perr.supported, func(v string) bool { return slices.Contains(LegacyVersions, v) }) {
 				// It speaks only legacy versions, and says so.
 				s.probe = ProbeError
-				s.put(EraEntry{Era: "legacy"})
+				s.put(EraEntry{Era: Legacy})
 				return s.legacyHandshake(ctx)
 			}
 			if next == "" {
@@ -432,13 +414,13 @@ func (s *Session) probeAndDecide(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("mcp: connect: %w", err)
 		}
-		if s.opts.Mode == Modern {
+		if s.opts.Eras == ModernOnly {
 			return fmt.Errorf("%w: probe %s: %v", ErrNotModern, outcome, perr.err)
 		}
 		switch outcome {
 		case ProbeError:
 			if perr.definitive {
-				s.put(EraEntry{Era: "legacy"}) // a definitive rejection (guarantee E4)
+				s.put(EraEntry{Era: Legacy}) // a definitive rejection (guarantee E4)
 			}
 		case ProbeExit:
 			if err := s.t.restart(ctx); err != nil {
@@ -526,24 +508,24 @@ func (s *Session) modernFromDiscover(ctx context.Context, raw json.RawMessage) e
 		// A malformed probe response is not modern evidence, and teaches
 		// the cache nothing (guarantee E4).
 		s.probe = ProbeError
-		if s.opts.Mode == Modern {
+		if s.opts.Eras == ModernOnly {
 			return fmt.Errorf("%w: malformed server/discover result", ErrNotModern)
 		}
 		return s.legacyHandshake(ctx)
 	}
 	if v := mutualModern(r.SupportedVersions); v != "" {
-		s.era, s.version = "modern", v
+		s.era, s.version = Modern, v
 		s.serverInfo, s.capabilities, s.instructions = r.Meta.ServerInfo, r.Capabilities, r.Instructions
-		s.put(EraEntry{Era: "modern", Version: v})
+		s.put(EraEntry{Era: Modern, Version: v})
 		return nil
 	}
 	// It answered, but lists no modern version of ours.
-	if s.opts.Mode == Modern || !slices.ContainsFunc(r.SupportedVersions, func(v string) bool { return slices.Contains(LegacyVersions, v) }) {
+	if s.opts.Eras == ModernOnly || !slices.ContainsFunc(r.SupportedVersions, func(v string) bool { return slices.Contains(LegacyVersions, v) }) {
 		s.forget()
 		return fmt.Errorf("%w: the server lists %v", ErrNoCommonVersion, r.SupportedVersions)
 	}
 	if !slices.ContainsFunc(r.SupportedVersions, IsModern) {
-		s.put(EraEntry{Era: "legacy"}) // an explicit legacy-only list (guarantee E4)
+		s.put(EraEntry{Era: Legacy}) // an explicit legacy-only list (guarantee E4)
 	}
 	return s.legacyHandshake(ctx)
 }
@@ -574,7 +556,7 @@ func mutualModern(theirs []string) string {
 }
 
 func (s *Session) put(e EraEntry) {
-	if s.opts.Cache != nil && s.opts.Mode == Auto {
+	if s.opts.Cache != nil && s.opts.Eras == BothEras {
 		s.opts.Cache.Put(s.opts.CacheKey, e)
 	}
 }
@@ -613,9 +595,9 @@ func (s *Session) initialize(ctx context.Context) error {
 	if !slices.Contains(LegacyVersions, r.ProtocolVersion) {
 		return fmt.Errorf("%w: initialize answered %q", ErrNoCommonVersion, r.ProtocolVersion)
 	}
-	s.era, s.version = "legacy", r.ProtocolVersion
+	s.era, s.version = Legacy, r.ProtocolVersion
 	s.serverInfo, s.capabilities, s.instructions = r.ServerInfo, r.Capabilities, r.Instructions
-	s.t.negotiated("legacy", r.ProtocolVersion)
+	s.t.negotiated(Legacy, r.ProtocolVersion)
 	if err := s.t.notify(ctx, methodInitialized, nil); err != nil {
 		return fmt.Errorf("mcp: notifications/initialized: %w", err)
 	}
@@ -712,7 +694,7 @@ func (s *Session) answerInput(ctx context.Context, method string, params any, re
 // version: the negotiation the cache remembers no longer holds (guarantee E5).
 func (s *Session) forgetOn(err error) {
 	var je *jsonrpc.Error
-	if s.era == "modern" && errors.As(err, &je) && je.Code == CodeUnsupportedProtocolVersion {
+	if s.era == Modern && errors.As(err, &je) && je.Code == CodeUnsupportedProtocolVersion {
 		s.forget()
 	}
 }
@@ -736,7 +718,7 @@ func checkResultType(res json.RawMessage) error {
 // withMeta returns params as an object with _meta merged in: the modern
 // per-request fields, and extra keys (a progress token).
 func (s *Session) withMeta(params any, extra map[string]any) (any, error) {
-	if s.era != "modern" && extra == nil {
+	if s.era != Modern && extra == nil {
 		return params, nil
 	}
 	obj := map[string]json.RawMessage{}
@@ -755,7 +737,7 @@ func (s *Session) withMeta(params any, extra map[string]any) (any, error) {
 	if raw, ok := obj["_meta"]; ok {
 		json.Unmarshal(raw, &meta)
 	}
-	if s.era == "modern" {
+	if s.era == Modern {
 		for k, v := range s.meta(s.version) {
 			meta[k] = v
 		}
@@ -823,7 +805,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 		defer s.progress.Delete(string(token))
 		extra = map[string]any{MetaProgressToken: token}
 	}
-	if co.logLevel != "" && s.era == "modern" {
+	if co.logLevel != "" && s.era == Modern {
 		if extra == nil {
 			extra = map[string]any{}
 		}

@@ -102,7 +102,7 @@ func TestProbeModern(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sess.Era() != "modern" || sess.ProtocolVersion() != "2026-07-28" || sess.Probe() != mcp.ProbeResult ||
+		if sess.Era() != mcp.Modern || sess.ProtocolVersion() != "2026-07-28" || sess.Probe() != mcp.ProbeResult ||
 			sess.ServerInfo().Name != "test-server" {
 			t.Fatalf("era %s %s probe %s info %+v", sess.Era(), sess.ProtocolVersion(), sess.Probe(), sess.ServerInfo())
 		}
@@ -131,7 +131,7 @@ func TestProbeErrorFallsBackToLegacy(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if sess.Era() != "legacy" || sess.ProtocolVersion() != "2025-11-25" || sess.Probe() != mcp.ProbeError {
+				if sess.Era() != mcp.Legacy || sess.ProtocolVersion() != "2025-11-25" || sess.Probe() != mcp.ProbeError {
 					t.Fatalf("era %s %s probe %s", sess.Era(), sess.ProtocolVersion(), sess.Probe())
 				}
 				synctest.Wait()
@@ -171,32 +171,32 @@ func TestUnsupportedVersionNeverFallsBack(t *testing.T) {
 func TestSilentServerTimesOutToLegacy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		sess, _, err := connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly, LegacySilent: true}, nil,
+		sess, _, err := connectTo(t, &mcp.ServerOptions{Eras: mcp.LegacyOnly, LegacySilent: true}, nil,
 			&mcp.ClientOptions{ProbeTimeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(start); sess.Era() != "legacy" || sess.Probe() != mcp.ProbeTimeout || d != 500*time.Millisecond {
+		if d := time.Since(start); sess.Era() != mcp.Legacy || sess.Probe() != mcp.ProbeTimeout || d != 500*time.Millisecond {
 			t.Fatalf("era %s probe %s after %v", sess.Era(), sess.Probe(), d)
 		}
 	})
 }
 
-// Modern mode does not fall back.
+// ModernOnly does not fall back.
 func TestModernModeRefusesLegacy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, _, err := connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Mode: mcp.Modern})
+		_, _, err := connectTo(t, &mcp.ServerOptions{Eras: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Eras: mcp.ModernOnly})
 		if !errors.Is(err, mcp.ErrNotModern) {
 			t.Fatalf("err = %v", err)
 		}
 	})
 }
 
-// Legacy mode goes straight to initialize.
+// LegacyOnly goes straight to initialize.
 func TestLegacyModeSkipsProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sess, rec, err := connectTo(t, nil, nil, &mcp.ClientOptions{Mode: mcp.Legacy})
-		if err != nil || sess.Era() != "legacy" || sess.Probe() != mcp.ProbeNone {
+		sess, rec, err := connectTo(t, nil, nil, &mcp.ClientOptions{Eras: mcp.LegacyOnly})
+		if err != nil || sess.Era() != mcp.Legacy || sess.Probe() != mcp.ProbeNone {
 			t.Fatalf("%v %v", sess, err)
 		}
 		if got := rec.saw(); got[0] != "initialize" {
@@ -210,7 +210,7 @@ func TestMalformedDiscoverResultFallsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cache := mcp.NewMemoryEraCache(nil)
 		sess, _, err := connectTo(t, nil, discoverResult(`{"resultType":"complete"}`), &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
-		if err != nil || sess.Era() != "legacy" || sess.Probe() != mcp.ProbeError {
+		if err != nil || sess.Era() != mcp.Legacy || sess.Probe() != mcp.ProbeError {
 			t.Fatalf("%v %v", sess, err)
 		}
 		if _, ok := cache.Get("k"); ok {
@@ -228,7 +228,7 @@ func TestEraCacheRules(t *testing.T) {
 	t.Run("silence is not cached", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			cache := newCache()
-			connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly, LegacySilent: true}, nil,
+			connectTo(t, &mcp.ServerOptions{Eras: mcp.LegacyOnly, LegacySilent: true}, nil,
 				&mcp.ClientOptions{Cache: cache, CacheKey: "k", ProbeTimeout: time.Second})
 			if e, ok := cache.Get("k"); ok {
 				t.Fatalf("silence cached %+v", e)
@@ -238,11 +238,11 @@ func TestEraCacheRules(t *testing.T) {
 	t.Run("a definitive rejection caches legacy, and the next connect skips the probe", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			cache := newCache()
-			connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
-			if e, ok := cache.Get("k"); !ok || e.Era != "legacy" {
+			connectTo(t, &mcp.ServerOptions{Eras: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if e, ok := cache.Get("k"); !ok || e.Era != mcp.Legacy {
 				t.Fatalf("cache %+v %v", e, ok)
 			}
-			sess, rec, err := connectTo(t, &mcp.ServerOptions{Era: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			sess, rec, err := connectTo(t, &mcp.ServerOptions{Eras: mcp.LegacyOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
 			if err != nil || sess.Probe() != mcp.ProbeCached || rec.saw()[0] != "initialize" {
 				t.Fatalf("second connect: %v probe %s saw %q", err, sess.Probe(), rec.saw())
 			}
@@ -250,7 +250,7 @@ func TestEraCacheRules(t *testing.T) {
 	})
 	t.Run("legacy expires five minutes after the probe even while connections succeed", func(t *testing.T) {
 		cache := newCache()
-		cache.Put("k", mcp.EraEntry{Era: "legacy"})
+		cache.Put("k", mcp.EraEntry{Era: mcp.Legacy})
 		for _, step := range []time.Duration{time.Minute, 2 * time.Minute, time.Minute, 59 * time.Second} {
 			now = now.Add(step)
 			if _, ok := cache.Get("k"); !ok {
@@ -264,7 +264,7 @@ func TestEraCacheRules(t *testing.T) {
 	})
 	t.Run("the lifetime is configurable", func(t *testing.T) {
 		cache := mcp.NewMemoryEraCache(&mcp.MemoryEraCacheOptions{Now: clock, LegacyLifetime: time.Second})
-		cache.Put("k", mcp.EraEntry{Era: "legacy"})
+		cache.Put("k", mcp.EraEntry{Era: mcp.Legacy})
 		now = now.Add(time.Second)
 		if _, ok := cache.Get("k"); ok {
 			t.Fatal("custom lifetime ignored")
@@ -276,11 +276,11 @@ func TestEraCacheRules(t *testing.T) {
 			connectTo(t, nil, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
 			now = now.Add(24 * time.Hour)
 			e, ok := cache.Get("k")
-			if !ok || e.Era != "modern" || e.Version != "2026-07-28" {
+			if !ok || e.Era != mcp.Modern || e.Version != "2026-07-28" {
 				t.Fatalf("cache %+v %v", e, ok)
 			}
 			sess, rec, err := connectTo(t, nil, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
-			if err != nil || sess.Era() != "modern" || sess.ServerInfo().Name != "test-server" || rec.saw()[0] != "server/discover" {
+			if err != nil || sess.Era() != mcp.Modern || sess.ServerInfo().Name != "test-server" || rec.saw()[0] != "server/discover" {
 				t.Fatalf("cached modern: %v %s %q", err, sess.Probe(), rec.saw())
 			}
 		})
@@ -288,7 +288,7 @@ func TestEraCacheRules(t *testing.T) {
 	t.Run("a failed negotiation forgets modern", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			cache := newCache()
-			cache.Put("k", mcp.EraEntry{Era: "modern", Version: "2026-07-28"})
+			cache.Put("k", mcp.EraEntry{Era: mcp.Modern, Version: "2026-07-28"})
 			rejectAll := func(s *mcp.Server) rpc.Handler {
 				return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
 					return nil, jsonrpc.NewError(mcp.CodeUnsupportedProtocolVersion, "Unsupported protocol version",
@@ -334,12 +334,12 @@ func TestEraCacheRules(t *testing.T) {
 	t.Run("cached legacy on an upgraded server is forgotten and the probe runs", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			cache := newCache()
-			cache.Put("k", mcp.EraEntry{Era: "legacy"})
-			sess, rec, err := connectTo(t, &mcp.ServerOptions{Era: mcp.ModernOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
-			if err != nil || sess.Era() != "modern" {
+			cache.Put("k", mcp.EraEntry{Era: mcp.Legacy})
+			sess, rec, err := connectTo(t, &mcp.ServerOptions{Eras: mcp.ModernOnly}, nil, &mcp.ClientOptions{Cache: cache, CacheKey: "k"})
+			if err != nil || sess.Era() != mcp.Modern {
 				t.Fatalf("%v %v saw %q", sess, err, rec.saw())
 			}
-			if e, ok := cache.Get("k"); !ok || e.Era != "modern" {
+			if e, ok := cache.Get("k"); !ok || e.Era != mcp.Modern {
 				t.Fatalf("cache %+v %v", e, ok)
 			}
 		})
@@ -349,10 +349,10 @@ func TestEraCacheRules(t *testing.T) {
 			cache := newCache()
 			sess, _, err := connectTo(t, nil, discoverResult(`{"resultType":"complete","supportedVersions":["2025-11-25"],"capabilities":{}}`),
 				&mcp.ClientOptions{Cache: cache, CacheKey: "k"})
-			if err != nil || sess.Era() != "legacy" {
+			if err != nil || sess.Era() != mcp.Legacy {
 				t.Fatalf("%v %v", sess, err)
 			}
-			if e, ok := cache.Get("k"); !ok || e.Era != "legacy" {
+			if e, ok := cache.Get("k"); !ok || e.Era != mcp.Legacy {
 				t.Fatalf("cache %+v %v", e, ok)
 			}
 		})
@@ -441,7 +441,7 @@ func TestClientListenEndedByServer(t *testing.T) {
 
 func TestListenNeedsModern(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sess, _, err := connectTo(t, nil, nil, &mcp.ClientOptions{Mode: mcp.Legacy})
+		sess, _, err := connectTo(t, nil, nil, &mcp.ClientOptions{Eras: mcp.LegacyOnly})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func (s *Session) Complete(ctx context.Context, refType, nameOrURI, argument, va
 // (logging/setLevel); a 2026-07-28 server takes the level per request
 // (WithLogLevel) instead.
 func (s *Session) SetLogLevel(ctx context.Context, level string) error {
-	if s.era == "modern" {
+	if s.era == Modern {
 		return fmt.Errorf("mcp: logging/setLevel does not exist in %s: use WithLogLevel per call", s.version)
 	}
 	_, err := s.Request(ctx, "logging/setLevel", map[string]any{"level": level})

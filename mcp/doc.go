@@ -79,14 +79,29 @@
 // # Client
 //
 // StartServer (a subprocess) and NewClient (any stream) negotiate the era
-// (guarantees E2–E5). In Auto mode the client probes with server/discover first:
+// (guarantees E2–E5). With ClientOptions.Eras BothEras, the default, the
+// client probes with server/discover first:
 // a result is modern (a mutually supported version is chosen); -32022 is
 // modern at another version and is never a reason to fall back; any other
 // error, silence past ProbeTimeout (plus ProcessStartupAllowance on a fresh
 // process's first probe, all within ConnectTimeout), a malformed answer, or
 // the server dying on the probe (it is restarted) leads to initialize. The
-// fallback is never keyed to one error code. Modern and Legacy modes do not
-// fall back and do not probe, respectively.
+// fallback is never keyed to one error code. ModernOnly does not fall back
+// and LegacyOnly does not probe. Session.Era says what was negotiated.
+//
+// # Eras
+//
+// One vocabulary names the eras everywhere. An Era is a fact,
+// what a request, a connection or a session speaks: Legacy or Modern
+// (EraUnknown before it is decided); EraOf maps a protocol version to its
+// era. Eras is a setting, which eras a server serves
+// (ServerOptions.Eras) or a client will speak (ClientOptions.Eras):
+// BothEras (the default), ModernOnly or LegacyOnly. They are two types so
+// that a setting cannot be mistaken for a decision: a BothEras server
+// still serves each request in one Era. Both print as the command line
+// writes them ("legacy", "modern"; "both"), ParseEras reads the latter,
+// and an Era marshals as text, so an EraEntry stores its Era as
+// "legacy" or "modern".
 //
 // An EraCache remembers eras by server identity (the command line). Only a
 // definitive rejection of the probe, or a discover result listing only

@@ -13,7 +13,7 @@ const DefaultLegacyLifetime = 5 * time.Minute
 
 // EraEntry is what a cache knows about one server.
 type EraEntry struct {
-	Era     string // "modern" or "legacy"
+	Era     Era    // Modern or Legacy
 	Version string // the protocol version last agreed (modern), or empty
 }
 
@@ -22,10 +22,10 @@ type EraEntry struct {
 // policy; the connecting functions (StartServer, NewClient, ConnectHTTP)
 // only read, store and forget.
 //
-// They store "legacy" only after a definitive rejection of the probe
+// They store Legacy only after a definitive rejection of the probe
 // (an error reply) or a discover result that lists only legacy versions;
 // silence, a crash on the probe, and malformed answers teach nothing (guarantee
-// E4). It stores "modern" after a successful modern negotiation and forgets
+// E4). They store Modern after a successful modern negotiation and forget
 // the entry when a negotiation based on it fails.
 type EraCache interface {
 	Get(key string) (EraEntry, bool)
@@ -77,7 +77,7 @@ func (c *MemoryEraCache) Get(key string) (EraEntry, bool) {
 	if !ok {
 		return EraEntry{}, false
 	}
-	if e.entry.Era == "legacy" && !c.now().Before(e.stored.Add(c.lifetime)) {
+	if e.entry.Era == Legacy && !c.now().Before(e.stored.Add(c.lifetime)) {
 		delete(c.m, key)
 		return EraEntry{}, false
 	}

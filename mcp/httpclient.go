@@ -146,7 +146,7 @@ type httpTransport struct {
 
 	mu          sync.Mutex
 	closed      bool
-	era         string
+	era         Era
 	version     string                       // the legacy version, for MCP-Protocol-Version
 	sessionID   string                       // a legacy server's Mcp-Session-Id
 	toolHeaders map[string]map[string]string // tool -> argument -> Mcp-Param- name, from tools/list
@@ -155,7 +155,7 @@ type httpTransport struct {
 // ErrSessionClosed is returned for calls on a closed HTTP session.
 var ErrSessionClosed = errors.New("mcp: the session is closed")
 
-func (t *httpTransport) negotiated(era, version string) {
+func (t *httpTransport) negotiated(era Era, version string) {
 	t.mu.Lock()
 	t.era, t.version = era, version
 	t.mu.Unlock()
@@ -168,7 +168,7 @@ func (t *httpTransport) negotiated(era, version string) {
 // than on a call's stream. ctx bounds the wait for the stream's headers.
 func (t *httpTransport) openStandalone(ctx context.Context) {
 	t.mu.Lock()
-	legacy := t.era == "legacy"
+	legacy := t.era == Legacy
 	t.mu.Unlock()
 	if legacy && t.onRequest != nil {
 		t.standaloneOnce.Do(func() { t.standaloneStream(ctx) })
@@ -463,7 +463,7 @@ func (t *httpTransport) call(ctx context.Context, method string, params any, onI
 func (t *httpTransport) dropSession() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.sessionID == "" || t.era != "legacy" {
+	if t.sessionID == "" || t.era != Legacy {
 		return false
 	}
 	t.sessionID = ""
@@ -537,7 +537,7 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 // transports). A modern server took the closed stream as the cancel.
 func (t *httpTransport) cancelled(id jsonrpc.ID) {
 	t.mu.Lock()
-	legacy := t.era == "legacy"
+	legacy := t.era == Legacy
 	t.mu.Unlock()
 	if !legacy {
 		return
@@ -603,7 +603,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.Reader, id jsonr
 			return t.response(data.([]byte), id)
 		}
 		t.mu.Lock()
-		legacy := t.era == "legacy" || t.era == ""
+		legacy := t.era == Legacy || t.era == EraUnknown
 		t.mu.Unlock()
 		if lastID == "" || !legacy || resumes >= maxResumes {
 			return nil, fmt.Errorf("%w: the event stream ended before the response", ErrHTTPTransport)

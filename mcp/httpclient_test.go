@@ -58,7 +58,7 @@ func TestHTTPClientModern(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	if sess.Era() != "modern" || sess.Probe() != mcp.ProbeResult || sess.ServerInfo().Name != "test-server" {
+	if sess.Era() != mcp.Modern || sess.Probe() != mcp.ProbeResult || sess.ServerInfo().Name != "test-server" {
 		t.Fatalf("era %s probe %s info %+v", sess.Era(), sess.Probe(), sess.ServerInfo())
 	}
 	tools, err := sess.ListTools(t.Context())
@@ -123,13 +123,13 @@ func TestHTTPClientCancelReachesHandler(t *testing.T) {
 // T2: a legacy-only HTTP server answers the probe with a JSON-RPC error;
 // the client falls back to initialize and works statelessly.
 func TestHTTPClientFallsBackToLegacy(t *testing.T) {
-	url, _ := startHTTP(t, newServer(&mcp.ServerOptions{Era: mcp.LegacyOnly}), nil)
+	url, _ := startHTTP(t, newServer(&mcp.ServerOptions{Eras: mcp.LegacyOnly}), nil)
 	sess, err := mcp.ConnectHTTP(t.Context(), url, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	if sess.Era() != "legacy" || sess.ProtocolVersion() != mcp.LatestLegacyVersion || sess.Probe() != mcp.ProbeError {
+	if sess.Era() != mcp.Legacy || sess.ProtocolVersion() != mcp.LatestLegacyVersion || sess.Probe() != mcp.ProbeError {
 		t.Fatalf("era %s version %s probe %s", sess.Era(), sess.ProtocolVersion(), sess.Probe())
 	}
 	res, err := sess.CallTool(t.Context(), "echo", map[string]any{"text": "legacy"})

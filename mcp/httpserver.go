@@ -167,7 +167,7 @@ type httpBackend interface {
 	// statelessly as if initialize had happened.
 	exchangeHandler(modern bool, legacyVersion string) rpc.Handler
 	exchangeOptions(base *rpc.Options) *rpc.Options
-	era() Era
+	eras() Eras
 	// headerParams maps a tool's arguments to the Mcp-Param- headers its
 	// input schema declares (x-mcp-header); nil when it declares none.
 	headerParams(tool string) map[string]string
@@ -582,11 +582,11 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 
 	// Which era is this message? The body's _meta says modern; otherwise
 	// the header does. A legacy message is served at its header's version.
-	era := h.backend.era()
+	eras := h.backend.eras()
 	modern := false
 	legacyVersion := legacyDefaultVersion
 	switch {
-	case era == LegacyOnly:
+	case eras == LegacyOnly:
 		if hasHeader {
 			legacyVersion = headerVersion
 		}
@@ -599,7 +599,7 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 	}
 	if !modern && !slices.Contains(LegacyVersions, legacyVersion) {
 		httpError(w, http.StatusBadRequest, id, CodeUnsupportedProtocolVersion, "Unsupported protocol version",
-			map[string]any{"supported": supportedFor(era), "requested": legacyVersion})
+			map[string]any{"supported": supportedFor(eras), "requested": legacyVersion})
 		return
 	}
 
@@ -647,8 +647,8 @@ func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *
 	h.exchange(w, r, body, modern, legacyVersion, accept)
 }
 
-func supportedFor(era Era) []string {
-	switch era {
+func supportedFor(eras Eras) []string {
+	switch eras {
 	case ModernOnly:
 		return ModernVersions
 	case LegacyOnly:

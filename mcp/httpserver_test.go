@@ -473,7 +473,7 @@ func TestHTTPParamHeaders(t *testing.T) {
 
 // T2: a modern-only server refuses legacy initialize with 400 and -32022.
 func TestHTTPModernOnlyRefusesInitialize(t *testing.T) {
-	h := newServer(&mcp.ServerOptions{Era: mcp.ModernOnly}).HTTPHandler(nil)
+	h := newServer(&mcp.ServerOptions{Eras: mcp.ModernOnly}).HTTPHandler(nil)
 	body := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
 	rec := serve(h, newPost(t.Context(), body, modernHeaders(body, map[string]string{"MCP-Protocol-Version": "", "Mcp-Method": ""})))
 	if rec.Status() != 400 {

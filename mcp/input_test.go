@@ -105,8 +105,8 @@ func TestClientOnInputBothEras(t *testing.T) {
 		}
 		return map[string]any{"action": "accept", "content": map[string]any{"name": "Cy"}}, nil
 	}
-	for _, mode := range []mcp.Mode{mcp.Modern, mcp.Legacy} {
-		opts := &mcp.ClientOptions{Mode: mode, OnInput: onInput, Capabilities: map[string]any{"elicitation": map[string]any{}}}
+	for _, mode := range []mcp.Eras{mcp.ModernOnly, mcp.LegacyOnly} {
+		opts := &mcp.ClientOptions{Eras: mode, OnInput: onInput, Capabilities: map[string]any{"elicitation": map[string]any{}}}
 		t.Run("stream-"+mode.String(), func(t *testing.T) {
 			s := newServer(nil)
 			askServer(s)

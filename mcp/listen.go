@@ -77,7 +77,7 @@ func (s *Subscription) Close() error {
 // client's restart policy starts a new one, the stream is opened again on
 // it (its acknowledgment is not passed on again).
 func (s *Session) Listen(ctx context.Context, filter ListenFilter, onNotify func(method string, params json.RawMessage)) (*Subscription, error) {
-	if s.era != "modern" {
+	if s.era != Modern {
 		return nil, ErrListenNeedsModern
 	}
 	lctx, cancel := context.WithCancel(context.Background())

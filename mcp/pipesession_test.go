@@ -29,9 +29,9 @@ func (r *wireRecorder) received() []string {
 // recordedSession connects a session to the example server (with the
 // conformance fixtures: tools, prompts, resources) of the given era,
 // recording every line the session writes to it.
-func recordedSession(t *testing.T, era mcp.Era, opts *mcp.ClientOptions) (*mcp.Session, *wireRecorder) {
+func recordedSession(t *testing.T, eras mcp.Eras, opts *mcp.ClientOptions) (*mcp.Session, *wireRecorder) {
 	t.Helper()
-	return pipeSession(t, seedserver.New(seedserver.Options{Server: mcp.ServerOptions{Era: era}, Fixtures: "conformance", OmitCrash: true}), opts)
+	return pipeSession(t, seedserver.New(seedserver.Options{Server: mcp.ServerOptions{Eras: eras}, Fixtures: "conformance", OmitCrash: true}), opts)
 }
 
 // pipeSession connects a session to s in memory, recording every line the

@@ -38,7 +38,7 @@ func TestStartServerModern(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	if sess.Era() != "modern" || sess.ServerInfo().Name != "agentwire-seed" {
+	if sess.Era() != mcp.Modern || sess.ServerInfo().Name != "agentwire-seed" {
 		t.Fatalf("era %s info %+v", sess.Era(), sess.ServerInfo())
 	}
 	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, mcp.Retryable())
@@ -57,7 +57,7 @@ func TestServerExitingOnProbeIsRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	if sess.Era() != "legacy" || sess.Probe() != mcp.ProbeExit || sess.Client().Stats().Restarts != 1 {
+	if sess.Era() != mcp.Legacy || sess.Probe() != mcp.ProbeExit || sess.Client().Stats().Restarts != 1 {
 		t.Fatalf("era %s probe %s restarts %d", sess.Era(), sess.Probe(), sess.Client().Stats().Restarts)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -80,7 +80,7 @@ func TestServerReplyingThenExitingIsRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	if sess.Era() != "legacy" || sess.Probe() != mcp.ProbeError || sess.Client().Stats().Restarts != 1 {
+	if sess.Era() != mcp.Legacy || sess.Probe() != mcp.ProbeError || sess.Client().Stats().Restarts != 1 {
 		t.Fatalf("era %s probe %s restarts %d", sess.Era(), sess.Probe(), sess.Client().Stats().Restarts)
 	}
 }
@@ -165,8 +165,8 @@ func TestRegressionBridgeLeaksServerStderrToClients(t *testing.T) {
 		h.Shutdown(context.Background())
 		srv.Close()
 	}()
-	for _, mode := range []mcp.Mode{mcp.Modern, mcp.Legacy} {
-		c, err := mcp.ConnectHTTP(t.Context(), srv.URL+"/mcp", &mcp.ClientOptions{Mode: mode}, nil)
+	for _, mode := range []mcp.Eras{mcp.ModernOnly, mcp.LegacyOnly} {
+		c, err := mcp.ConnectHTTP(t.Context(), srv.URL+"/mcp", &mcp.ClientOptions{Eras: mode}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -50,7 +50,7 @@ func TestRegressionHTTPRefusedAnswerFailsTheCall(t *testing.T) {
 				}
 			})
 			defer srv.Close()
-			opts := &mcp.ClientOptions{Mode: mcp.Legacy}
+			opts := &mcp.ClientOptions{Eras: mcp.LegacyOnly}
 			if withInput {
 				opts.OnInput = func(context.Context, mcp.InputRequest) (any, error) {
 					return map[string]any{"action": "accept", "content": map[string]any{}}, nil

@@ -103,7 +103,7 @@ func TestRegressionHTTPRedirectTurnsProbeIntoGET(t *testing.T) {
 	if n := gets.Load(); n != 0 {
 		t.Errorf("the redirected POSTs reached the server as %d GETs; err = %v", n, err)
 	}
-	if e, ok := cache.Get(srv.URL + "/mcp"); ok && e.Era == "legacy" {
+	if e, ok := cache.Get(srv.URL + "/mcp"); ok && e.Era == mcp.Legacy {
 		t.Errorf("a modern server behind a redirect was cached as legacy (err = %v)", err)
 	}
 }
@@ -428,7 +428,7 @@ func TestRegressionHTTPAuthErrorDoesNotForgetCachedEra(t *testing.T) {
 			}))
 			defer srv.Close()
 			cache := mcp.NewMemoryEraCache(nil)
-			cache.Put(srv.URL, mcp.EraEntry{Era: "legacy"})
+			cache.Put(srv.URL, mcp.EraEntry{Era: mcp.Legacy})
 			_, err := mcp.ConnectHTTP(t.Context(), srv.URL, &mcp.ClientOptions{Cache: cache}, nil)
 			var hse *mcp.HTTPStatusError
 			if !errors.As(err, &hse) || hse.StatusCode != code {

@@ -92,9 +92,9 @@ func TestRegressionParamsNullIsNeverWritten(t *testing.T) {
 // The same through an MCP session: Request with params that are nil in
 // any form sends none, in both eras (the modern era adds _meta).
 func TestRegressionSessionRequestWithNilParams(t *testing.T) {
-	for _, mode := range []mcp.Mode{mcp.Legacy, mcp.Modern} {
+	for _, mode := range []mcp.Eras{mcp.LegacyOnly, mcp.ModernOnly} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
-			sess, rec := recordedSession(t, mcp.Dual, &mcp.ClientOptions{Mode: mode})
+			sess, rec := recordedSession(t, mcp.BothEras, &mcp.ClientOptions{Eras: mode})
 			for _, v := range []any{nil, json.RawMessage(nil), map[string]any(nil)} {
 				if _, err := sess.Request(t.Context(), "tools/list", v); err != nil {
 					t.Errorf("tools/list with %T: %v", v, err)
@@ -113,7 +113,7 @@ func TestRegressionSessionRequestWithNilParams(t *testing.T) {
 // for its timeout. The recording shows every line the bridge wrote: none
 // has params null, and every request was answered.
 func TestRegressionBridgeForwardsParamsNull(t *testing.T) {
-	for _, era := range []mcp.Era{mcp.LegacyOnly, mcp.Dual} {
+	for _, era := range []mcp.Eras{mcp.LegacyOnly, mcp.BothEras} {
 		t.Run(fmt.Sprint(era)+" server", func(t *testing.T) {
 			child, rec := recordedSession(t, era, nil)
 			h := mcp.NewBridge(child).HTTPHandler(nil)
@@ -127,8 +127,8 @@ func TestRegressionBridgeForwardsParamsNull(t *testing.T) {
 			defer cancel()
 
 			// agentwire's own clients, both eras.
-			for _, mode := range []mcp.Mode{mcp.Legacy, mcp.Modern} {
-				sess, err := mcp.ConnectHTTP(ctx, url, &mcp.ClientOptions{Mode: mode}, nil)
+			for _, mode := range []mcp.Eras{mcp.LegacyOnly, mcp.ModernOnly} {
+				sess, err := mcp.ConnectHTTP(ctx, url, &mcp.ClientOptions{Eras: mode}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

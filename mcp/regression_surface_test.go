@@ -393,7 +393,7 @@ func TestRegressionSurfaceLateResponsesKeptForever(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	sess, err := ConnectHTTP(t.Context(), srv.URL, &ClientOptions{Mode: Modern}, nil)
+	sess, err := ConnectHTTP(t.Context(), srv.URL, &ClientOptions{Eras: ModernOnly}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func TestRegressionSurfaceStandaloneStreamIgnoresConnectDeadline(t *testing.T) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		s, err := ConnectHTTP(ctx, srv.URL, &ClientOptions{Mode: Legacy, ConnectTimeout: 300 * time.Millisecond,
+		s, err := ConnectHTTP(ctx, srv.URL, &ClientOptions{Eras: LegacyOnly, ConnectTimeout: 300 * time.Millisecond,
 			OnInput: func(context.Context, InputRequest) (any, error) { return map[string]any{}, nil }}, nil)
 		ch <- result{s, err}
 	}()

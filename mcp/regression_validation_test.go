@@ -54,10 +54,10 @@ func validationServer(calls *atomic.Int32) *mcp.Server {
 // to correct its call (2025-11-25 server/tools: input validation errors
 // are tool execution errors); the handler is not called. Both eras.
 func TestRegressionTypedToolArgumentsAreValidated(t *testing.T) {
-	for _, mode := range []mcp.Mode{mcp.Legacy, mcp.Modern} {
+	for _, mode := range []mcp.Eras{mcp.LegacyOnly, mcp.ModernOnly} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			var calls atomic.Int32
-			sess, _ := pipeSession(t, validationServer(&calls), &mcp.ClientOptions{Mode: mode})
+			sess, _ := pipeSession(t, validationServer(&calls), &mcp.ClientOptions{Eras: mode})
 			for _, tc := range []struct {
 				tool, args string
 				want       []string // each in the error text; none: the call succeeds
@@ -149,7 +149,7 @@ func TestTypedToolArgumentEdgeCases(t *testing.T) {
 // Regression: `serve mcp`'s echo accepted {} although its schema
 // requires text.
 func TestRegressionSeedEchoRequiresText(t *testing.T) {
-	sess, _ := recordedSession(t, mcp.Dual, nil)
+	sess, _ := recordedSession(t, mcp.BothEras, nil)
 	res, err := sess.CallTool(t.Context(), "echo", map[string]any{})
 	if err != nil || !res.IsError || !strings.Contains(res.Content[0].Text, `argument "text" is required but missing`) {
 		t.Fatalf("%+v %v", res, err)

@@ -18,34 +18,12 @@ import (
 	"github.com/agentwire/agentwire/stdio"
 )
 
-// Era says which protocol eras a server speaks.
-type Era int
-
-const (
-	// Dual serves modern requests (per-request _meta) and the legacy
-	// initialize handshake on the same connection. The default.
-	Dual Era = iota
-	// ModernOnly rejects initialize with -32022 naming the modern versions.
-	ModernOnly
-	// LegacyOnly knows nothing of per-request metadata: server/discover is
-	// an unknown method.
-	LegacyOnly
-)
-
-func (e Era) String() string {
-	switch e {
-	case ModernOnly:
-		return "modern"
-	case LegacyOnly:
-		return "legacy"
-	}
-	return "dual"
-}
-
 // ServerOptions configures a Server. The zero value (or nil) is a dual-era
 // server with no caching.
 type ServerOptions struct {
-	Era Era
+	// Eras is which eras the server serves. Default BothEras: each
+	// request is served in the era it speaks.
+	Eras Eras
 	// LegacySilent makes a legacy server answer nothing at all before
 	// initialize (a silent legacy server; some fastmcp servers
 	// behave so). Only for testing clients.
@@ -237,7 +215,7 @@ func (s *Server) exchangeHandler(modern bool, legacyVersion string) rpc.Handler 
 
 func (s *Server) exchangeOptions(base *rpc.Options) *rpc.Options { return s.ConnOptions(base) }
 
-func (s *Server) era() Era { return s.opts.Era }
+func (s *Server) eras() Eras { return s.opts.Eras }
 
 func (s *Server) headerParams(tool string) map[string]string {
 	if t := s.tool(tool); t != nil {
@@ -272,7 +250,7 @@ func (s *Server) ServeStdio(cfg *stdio.Config, base *rpc.Options) (*rpc.Conn, er
 }
 
 func (s *Server) supportedVersions() []string {
-	switch s.opts.Era {
+	switch s.opts.Eras {
 	case ModernOnly:
 		return ModernVersions
 	case LegacyOnly:
@@ -356,7 +334,7 @@ func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 	}
 	var p params
 	parseParams(req.Params, &p)
-	if ss.forceModern || (p.meta != nil && p.meta.ProtocolVersion != nil && ss.srv.opts.Era != LegacyOnly) {
+	if ss.forceModern || (p.meta != nil && p.meta.ProtocolVersion != nil && ss.srv.opts.Eras != LegacyOnly) {
 		return ss.modern(ctx, req, &p)
 	}
 	return ss.legacy(ctx, req, &p)
@@ -845,7 +823,7 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *params) (any
 	version := ss.legacyVersion
 	ss.mu.Unlock()
 
-	if s.opts.Era == ModernOnly {
+	if s.opts.Eras == ModernOnly {
 		if req.Method == methodInitialize {
 			var p initializeParams
 			json.Unmarshal(req.Params, &p)
@@ -863,7 +841,7 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *params) (any
 	case methodPing:
 		return map[string]any{}, nil
 	case methodDiscover:
-		if s.opts.Era == LegacyOnly {
+		if s.opts.Eras == LegacyOnly {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 		}
 		return nil, invalidParams("invalid params: server/discover needs _meta[%q] and _meta[%q]", MetaProtocolVersion, MetaClientCapabilities)

@@ -302,13 +302,13 @@ func TestInitializeIsABarrier(t *testing.T) {
 func TestEraVariants(t *testing.T) {
 	initLine := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
 	discover := `{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{` + meta + `}}`
-	runMCP(t, &mcp.ServerOptions{Era: mcp.ModernOnly}, func(w *wiretest.Wire, _ *mcp.Server) {
+	runMCP(t, &mcp.ServerOptions{Eras: mcp.ModernOnly}, func(w *wiretest.Wire, _ *mcp.Server) {
 		jsonEq(t, one(t, w.Exchange(initLine)), `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version: this server speaks only 2026-07-28","data":{"supported":["2026-07-28"],"requested":"2025-11-25"}}}`)
 		if !strings.Contains(one(t, w.Exchange(discover)), `"supportedVersions":["2026-07-28"]`) {
 			t.Error("modern-only discover")
 		}
 	})
-	runMCP(t, &mcp.ServerOptions{Era: mcp.LegacyOnly}, func(w *wiretest.Wire, _ *mcp.Server) {
+	runMCP(t, &mcp.ServerOptions{Eras: mcp.LegacyOnly}, func(w *wiretest.Wire, _ *mcp.Server) {
 		if c := wiretest.ErrCode(t, one(t, w.Exchange(discover))); c != jsonrpc.CodeMethodNotFound {
 			t.Errorf("legacy-only discover: code %d", c)
 		}
@@ -316,7 +316,7 @@ func TestEraVariants(t *testing.T) {
 			t.Errorf("legacy-only initialize: %s", got)
 		}
 	})
-	runMCP(t, &mcp.ServerOptions{Era: mcp.LegacyOnly, LegacySilent: true}, func(w *wiretest.Wire, _ *mcp.Server) {
+	runMCP(t, &mcp.ServerOptions{Eras: mcp.LegacyOnly, LegacySilent: true}, func(w *wiretest.Wire, _ *mcp.Server) {
 		if got := w.Exchange(discover, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); len(got) != 0 {
 			t.Fatalf("silent server answered %q", got)
 		}

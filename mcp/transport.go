@@ -19,7 +19,7 @@ type transport interface {
 	// fresh reports whether the server process has just been started.
 	fresh() bool
 	// negotiated tells the transport the era and version agreed on.
-	negotiated(era, version string)
+	negotiated(era Era, version string)
 	close() process.ShutdownResult
 }
 
@@ -38,5 +38,5 @@ func (t streamTransport) notify(ctx context.Context, method string, params any) 
 }
 func (t streamTransport) restart(ctx context.Context) error { return t.c.Restart(ctx) }
 func (t streamTransport) fresh() bool                       { return t.c.Fresh() }
-func (t streamTransport) negotiated(string, string)         {}
+func (t streamTransport) negotiated(Era, string)            {}
 func (t streamTransport) close() process.ShutdownResult     { return t.c.Close() }

@@ -98,16 +98,12 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 || *grace <= 0 || *probeTimeout <= 0 || *connectTimeout <= 0 {
 		return bad("--timeout, --connect-timeout, --grace and --probe-timeout must be positive")
 	}
-	mode := mcp.Auto
-	switch *era {
-	case "auto":
-	case "modern":
-		mode = mcp.Modern
-	case "legacy":
-		mode = mcp.Legacy
-	case "none":
-	default:
-		return bad("bad --era %q (auto, modern, legacy or none)", *era)
+	eras := mcp.BothEras
+	if *era != "none" {
+		var ok bool
+		if eras, ok = parseEraFlag(*era, "auto"); !ok {
+			return bad("bad --era %q (auto, modern, legacy or none)", *era)
+		}
 	}
 	if set["args"] && *tool == "" {
 		return bad("--args goes with --tool (for another method, give --params)")
@@ -222,7 +218,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		sess, err := start(intr.ctx, cmd, &mcp.ClientOptions{
 			ConnectTimeout: *connectTimeout,
-			Mode:           mode, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
+			Eras:           eras, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
 			Transport: transport, Info: mcp.Implementation{Name: "agentwire-call", Version: "1"},
 			Capabilities: in.capabilities(), OnInput: in.answer,
 		})
@@ -249,7 +245,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		c = sess.Client()
 		closeSession = sess.Close
-		rep.Era, rep.ProtocolVersion, rep.Probe = sess.Era(), sess.ProtocolVersion(), string(sess.Probe())
+		rep.Era, rep.ProtocolVersion, rep.Probe = sess.Era().String(), sess.ProtocolVersion(), string(sess.Probe())
 		rep.ConnectMS = sess.ConnectDuration().Milliseconds()
 		call = func() (json.RawMessage, error) { return sess.Request(ctx, *method, p) }
 	}

@@ -203,7 +203,7 @@ func TestCallNegotiates(t *testing.T) {
 			}
 		})
 	}
-	// Modern mode against a legacy server is a transport-level failure.
+	// --era modern against a legacy server is a transport-level failure.
 	if r := mcpCall(t, []string{"--era", "modern"}, "--era", "legacy"); r.code != 2 {
 		t.Errorf("modern against legacy: exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -35,7 +35,7 @@ type httpProber struct {
 	c       *checker
 	url     string
 	client  *http.Client
-	era     string
+	era     mcp.Era
 	version string
 	nextID  int
 }
@@ -138,7 +138,7 @@ func (p *httpProber) request(method string, params map[string]any, notification 
 		params = map[string]any{}
 	}
 	h := map[string]string{}
-	if p.era == "modern" {
+	if p.era == mcp.Modern {
 		params["_meta"] = map[string]any{
 			mcp.MetaProtocolVersion:    p.version,
 			mcp.MetaClientInfo:         mcp.Implementation{Name: "agentwire-check", Version: "1"},
@@ -279,9 +279,9 @@ func (c *checker) httpStatusCodes(p *httpProber, rule string) {
 		v.add(fail, "GET: no answer: "+a.String())
 	case a.status >= 500:
 		v.add(fail, "GET: "+a.String())
-	case p.era == "modern" && a.status == http.StatusMethodNotAllowed:
+	case p.era == mcp.Modern && a.status == http.StatusMethodNotAllowed:
 		v.add(pass, "GET: 405")
-	case p.era == "modern":
+	case p.era == mcp.Modern:
 		v.add(warn, fmt.Sprintf("GET: %d (405 expected: there is no GET stream in 2026-07-28)", a.status))
 	case a.status == http.StatusOK && !strings.HasPrefix(a.ctype, "text/event-stream"):
 		v.add(warn, "GET: 200 "+a.ctype+" (an event stream or 405 expected)")
@@ -289,7 +289,7 @@ func (c *checker) httpStatusCodes(p *httpProber, rule string) {
 		v.add(pass, fmt.Sprintf("GET: %d %s", a.status, a.ctype))
 	}
 
-	if p.era == "modern" {
+	if p.era == mcp.Modern {
 		body, h := p.request("agentwire/no-such-method", nil, false)
 		a = p.do(http.MethodPost, body, h)
 		switch {
@@ -338,7 +338,7 @@ func (c *checker) httpStatusCodes(p *httpProber, rule string) {
 }
 
 func (c *checker) httpHeaderMirroring(p *httpProber, rule string) {
-	if p.era != "modern" {
+	if p.era != mcp.Modern {
 		c.add("header mirroring", notRun, "a legacy server: the mirroring headers are 2026-07-28's", rule)
 		return
 	}
@@ -373,7 +373,7 @@ func (c *checker) httpHeaderMirroring(p *httpProber, rule string) {
 func (c *checker) httpOrigin(p *httpProber, rule string) {
 	body, h := p.request("tools/list", nil, false)
 	what := "tools/list"
-	if p.era != "modern" {
+	if p.era != mcp.Modern {
 		body, h = p.legacyInit()
 		what = "initialize"
 	}
@@ -431,7 +431,7 @@ func (c *checker) httpDisconnect(rule string) {
 }
 
 func (c *checker) httpListen(rule string) {
-	if c.sess.Era() != "modern" {
+	if c.sess.Era() != mcp.Modern {
 		c.add("listen", notRun, "a legacy server: subscriptions/listen is 2026-07-28's", rule)
 		return
 	}

@@ -421,7 +421,7 @@ func (c *checker) health() string {
 // pingMethod is a cheap request in the server's era (ping is gone in
 // 2026-07-28).
 func pingMethod(sess *mcp.Session) string {
-	if sess.Era() == "modern" {
+	if sess.Era() == mcp.Modern {
 		return "tools/list"
 	}
 	return "ping"

@@ -234,8 +234,8 @@ func (d *demo) probe() error {
 		args []string
 	}{
 		{"modern (dual-era) server", nil},
-		{"legacy server, rejects the probe", []string{"--era", "legacy"}},
-		{"silent legacy server", []string{"--era", "legacy", "--legacy-silent"}},
+		{"legacy server, rejects the probe", []string{"--era", mcp.LegacyOnly.String()}},
+		{"silent legacy server", []string{"--era", mcp.LegacyOnly.String(), "--legacy-silent"}},
 	}
 	var rows [][]string
 	for _, k := range kinds {
@@ -244,7 +244,7 @@ func (d *demo) probe() error {
 		if err != nil {
 			return err
 		}
-		rows = append(rows, []string{k.name, string(sess.Probe()), sess.Era() + " " + sess.ProtocolVersion(), ms(sess.ConnectDuration())})
+		rows = append(rows, []string{k.name, string(sess.Probe()), sess.Era().String() + " " + sess.ProtocolVersion(), ms(sess.ConnectDuration())})
 		sess.Close()
 	}
 	d.table("5. The probe: server/discover first, fall back to initialize on anything but modern evidence (probe timeout 0.5 s)",

@@ -86,9 +86,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agentwire serve mcp: unknown --fixtures %q (conformance)\n", *fixtureSet)
 		return 2
 	}
-	if era != nil && *era != "dual" && *era != "modern" && *era != "legacy" {
-		fmt.Fprintf(stderr, "agentwire serve mcp: bad --era %q (dual, modern or legacy)\n", *era)
-		return 2
+	var eras mcp.Eras
+	if era != nil {
+		var ok bool
+		if eras, ok = parseEraFlag(*era, "dual"); !ok {
+			fmt.Fprintf(stderr, "agentwire serve mcp: bad --era %q (dual, modern or legacy)\n", *era)
+			return 2
+		}
 	}
 	if *listen != "" && name == "mcp" && (*ignoreEOF || *ignoreTerm || *noGuard) {
 		fmt.Fprintln(stderr, "agentwire serve mcp: --ignore-eof, --ignore-sigterm and --no-stdout-guard are stdio behaviours; they do not combine with --listen")
@@ -112,7 +116,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		o.Conn = base
 		// Over a network, no client may end the server: crash only when
 		// asked for.
-		so := mcp.ServerOptions{Logger: logger, Era: eraOf(*era)}
+		so := mcp.ServerOptions{Logger: logger, Eras: eras}
 		h := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools}).HTTPHandler(o)
 		intr := watchInterrupts()
 		defer intr.stop()
@@ -129,7 +133,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *listen != "" {
-		return serveListen(name, *listen, stderr, logger, base, maxBackground, era, legacySilent, fixtureSet)
+		return serveListen(name, *listen, stderr, logger, base, maxBackground, eras, legacySilent, fixtureSet)
 	}
 	var conn interface{ Wait() error }
 	var err error
@@ -139,17 +143,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	case "acp":
 		conn, err = acp.ServeStdio(acpdemo.New(), &acp.Options{MaxBackground: *maxBackground, ShutdownGrace: *grace, Logger: logger}, base)
 	case "mcp":
-		so := mcp.ServerOptions{LegacySilent: *legacySilent, Logger: logger}
-		switch *era {
-		case "dual":
-		case "modern":
-			so.Era = mcp.ModernOnly
-		case "legacy":
-			so.Era = mcp.LegacyOnly
-		default:
-			fmt.Fprintf(stderr, "agentwire serve mcp: bad --era %q (dual, modern or legacy)\n", *era)
-			return 2
-		}
+		so := mcp.ServerOptions{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
 		if *ignoreTerm {
 			signal.Ignore(syscall.SIGTERM)
 		}
@@ -173,32 +167,27 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func eraOf(s string) mcp.Era {
-	switch s {
-	case "modern":
-		return mcp.ModernOnly
-	case "legacy":
-		return mcp.LegacyOnly
+// parseEraFlag reads an --era value through mcp.ParseEras, accepting only
+// the words the command's help lists: bothWord ("dual" for serve, "auto"
+// for call) for mcp.BothEras, and modern or legacy.
+func parseEraFlag(s, bothWord string) (mcp.Eras, bool) {
+	e, err := mcp.ParseEras(s)
+	if err != nil || (e == mcp.BothEras && s != bothWord) {
+		return mcp.BothEras, false
 	}
-	return mcp.Dual
+	return e, true
 }
 
 // serveListen serves clients on a socket until SIGINT or SIGTERM: each gets
 // its own connection, as if it had started the server itself.
 func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base *rpc.Options,
-	maxBackground *int, era *string, legacySilent *bool, fixtureSet *string) int {
+	maxBackground *int, eras mcp.Eras, legacySilent *bool, fixtureSet *string) int {
 	var newConn func() (rpc.Handler, *rpc.Options)
 	switch name {
 	case "echo":
 		newConn = func() (rpc.Handler, *rpc.Options) { return echo.Handler(), echo.Options(base) }
 	case "mcp":
-		so := mcp.ServerOptions{LegacySilent: *legacySilent, Logger: logger}
-		switch *era {
-		case "modern":
-			so.Era = mcp.ModernOnly
-		case "legacy":
-			so.Era = mcp.LegacyOnly
-		}
+		so := mcp.ServerOptions{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
 		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet})
 		newConn = func() (rpc.Handler, *rpc.Options) { return srv.Handler(), srv.ConnOptions(base) }
 	case "acp":

@@ -197,7 +197,7 @@ func serve(mode string) int {
 		conn.Wait()
 		return 0
 	case "mcp-probe-exit", "mcp-reply-exit":
-		srv := seedserver.New(seedserver.Options{Server: mcp.ServerOptions{Era: mcp.LegacyOnly}})
+		srv := seedserver.New(seedserver.Options{Server: mcp.ServerOptions{Eras: mcp.LegacyOnly}})
 		inner := srv.Handler()
 		initialized := false
 		h := rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {

@@ -42,11 +42,11 @@ func run() error {
 		Info:         mcp.Implementation{Name: "agentwire-conformance-client", Version: "1.0.0"},
 		Capabilities: map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}, "roots": map[string]any{"listChanged": true}},
 		OnInput:      answer,
-		Mode:         mcp.Legacy,
+		Eras:         mcp.LegacyOnly,
 	}
 	switch {
 	case mcp.IsModern(version):
-		opts.Mode = mcp.Modern
+		opts.Eras = mcp.ModernOnly
 	case version != "":
 		opts.LegacyVersion = version
 	}
