@@ -43,7 +43,7 @@ type hostClient struct {
 }
 
 var hostClients = []hostClient{
-	{name: "agentwire", what: "agentwire mcp.StartServer / mcp.ConnectHTTP (Mode Modern or Legacy)", connect: connectAgentwire},
+	{name: "agentwire", what: "agentwire mcp.StartServer / mcp.ConnectHTTP (the era forced in its ClientOptions)", connect: connectAgentwire},
 	{name: "go-sdk", what: "go-sdk v1.8.0 Client (CommandTransport / StreamableClientTransport)", connect: connectGoSDK},
 	{name: "mcp-go", what: "mark3labs/mcp-go v1.2.1 Client (stdio / streamable HTTP)", connect: connectMCPGo},
 }

@@ -48,7 +48,7 @@ var httpTargets = []httpTarget{
 	{name: "agentwire-2026", server: "agentwire", modern: true, what: "agentwire, 2026-07-28"},
 	{name: "go-sdk-stateful-2025", server: "go-sdk", what: "go-sdk, stateful, 2025-11-25 (Mcp-Session-Id)"},
 	{name: "go-sdk-stateless-2025", server: "go-sdk-stateless", what: "go-sdk, Stateless, 2025-11-25"},
-	{name: "go-sdk-stateful-2026", server: "go-sdk", modern: true, what: "go-sdk, stateful handler, 2026-07-28"},
+	{name: "go-sdk-stateful-2026", server: "go-sdk", modern: true, what: "go-sdk, stateful handler, 2026-07-28 (it refuses them unless Stateless)"},
 	{name: "go-sdk-stateless-2026", server: "go-sdk-stateless", modern: true, what: "go-sdk, Stateless, 2026-07-28"},
 	{name: "mcp-go-stateful-2025", server: "mcp-go", what: "mcp-go, WithStateful, 2025-11-25 (Mcp-Session-Id)"},
 	{name: "mcp-go-stateless-2025", server: "mcp-go-stateless", what: "mcp-go, WithStateLess, 2025-11-25"},
