@@ -36,6 +36,13 @@ func RawValue(v any) ([]byte, error) {
 		return NullValue, nil
 	case json.RawMessage:
 		return rawJSON(x)
+	case *json.RawMessage:
+		// A pointer needs no boxing: a handler that keeps its encoded
+		// result in a struct of its own returns it without an allocation.
+		if x == nil {
+			return NullValue, nil
+		}
+		return rawJSON(*x)
 	case []byte:
 		return rawJSON(x)
 	}

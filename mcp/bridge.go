@@ -197,7 +197,8 @@ func (b *Bridge) exchangeOptions(base *rpc.Options) *rpc.Options {
 	return &o
 }
 
-func (b *Bridge) exchangeHandler(modern bool, legacyVersion string) rpc.Handler {
+func (b *Bridge) exchangeHandler(n *requestNote) rpc.Handler {
+	modern, legacyVersion := n.era == Modern, n.version
 	return rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
 		if req.IsNotification() {
 			return nil, nil

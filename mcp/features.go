@@ -406,11 +406,9 @@ func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *params, v
 	pr := &PromptRequest{Name: name, Arguments: args, ProtocolVersion: version}
 	target := func() string { return stateTarget("prompts/get", name, p.arguments) }
 	if IsModern(version) {
-		in, err := s.parseInputs(p, target)
-		if err != nil {
+		if err := s.parseInputs(p, target, &pr.inputs); err != nil {
 			return nil, err
 		}
-		pr.inputs = *in
 	}
 	pr.inputs.rpc = req
 	res, err := rp.handler(ctx, pr)

@@ -132,7 +132,7 @@ func argAt(args map[string]json.RawMessage, path string) json.RawMessage {
 // decoding into a Go struct would not read the same value.
 func argAtStrict(args map[string]json.RawMessage, path string) (json.RawMessage, string) {
 	steps := strings.Split(path, pathSep)
-	if k := caseAmbiguous(args, steps[0]); k != "" {
+	if k := caseAmbiguousIn(args, steps[0]); k != "" {
 		return nil, k
 	}
 	v, ok := args[steps[0]]
@@ -144,7 +144,7 @@ func argAtStrict(args map[string]json.RawMessage, path string) (json.RawMessage,
 		if json.Unmarshal(v, &obj) != nil {
 			return nil, ""
 		}
-		if k := caseAmbiguous(obj, step); k != "" {
+		if k := caseAmbiguousIn(obj, step); k != "" {
 			return nil, k
 		}
 		if v, ok = obj[step]; !ok {

@@ -1,29 +1,21 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
@@ -46,6 +38,9 @@ const (
 	HeaderParamPrefix     = "Mcp-Param-"
 	HeaderSessionID       = "Mcp-Session-Id"
 )
+
+// canonicalProtocolVersion is HeaderProtocolVersion as net/http keys it.
+const canonicalProtocolVersion = "Mcp-Protocol-Version"
 
 // legacyDefaultVersion is what a request without MCP-Protocol-Version is
 // taken to speak: "the server SHOULD assume protocol version 2025-03-26"
@@ -162,10 +157,12 @@ type HTTPOptions struct {
 // httpBackend is what an HTTP endpoint serves: a Server, or a Bridge to a
 // stdio server.
 type httpBackend interface {
-	// exchangeHandler returns the handler of one HTTP request: modern
-	// (per-request _meta required), or legacy at the given version, served
-	// statelessly as if initialize had happened.
-	exchangeHandler(modern bool, legacyVersion string) rpc.Handler
+	// exchangeHandler returns the handler of one HTTP request, whose era,
+	// version and parsed params the route has put in note (they reach the
+	// handler again as the rpc.Request's Note): modern, or legacy at its
+	// version, served statelessly as if initialize had happened. The
+	// handler may live in note (it lives as long as the request).
+	exchangeHandler(note *requestNote) rpc.Handler
 	exchangeOptions(base *rpc.Options) *rpc.Options
 	eras() Eras
 	// headerParams maps a tool's arguments to the Mcp-Param- headers its
@@ -183,14 +180,21 @@ type httpBackend interface {
 // no Mcp-Session-Id is minted, and every later request is served at the
 // version its MCP-Protocol-Version header names.
 //
-// Each request runs on its own rpc.Conn, so handlers get the same
-// guarantees as on stdio (panics answered, bounded output, cancellation):
-// the client closing the response cancels the handler ("closing the SSE
-// response stream MUST be treated as cancellation").
+// A POST goes through three steps, a file each: the gate (this file:
+// path, host, origin, authorization, method, media types, the limits, the
+// body), the route (httproute.go: decoded once, params parsed once, the
+// era decided once, headers checked) and the exchange (httpexchange.go:
+// served on a connection of its own over the rpc message seam, on the
+// request's goroutine, so handlers get the same guarantees as on stdio —
+// panics answered, cancellation, W8 order — and the client closing the
+// response cancels the handler: "closing the SSE response stream MUST be
+// treated as cancellation").
 type HTTPHandler struct {
-	backend httpBackend
-	opts    HTTPOptions
-	log     *slog.Logger
+	backend  httpBackend
+	opts     HTTPOptions
+	log      *slog.Logger
+	eras     Eras        // the backend's, read once
+	connOpts rpc.Options // every exchange's connection options, made once
 
 	limits httpLimits
 
@@ -288,6 +292,12 @@ func newHTTPHandler(b httpBackend, opts *HTTPOptions) *HTTPHandler {
 		h.log = slog.Default()
 	}
 	h.limits.init(h.log, maxConns, h.opts.MaxInFlight, h.opts.MaxStreams, h.opts.MaxBufferedBytes, h.opts.ReadHeaderTimeout)
+	h.eras = b.eras()
+	h.connOpts = *b.exchangeOptions(h.opts.Conn)
+	h.connOpts.MaxMessageBytes = int(h.opts.MaxBodyBytes) + 1
+	if h.connOpts.Logger == nil {
+		h.connOpts.Logger = h.log
+	}
 	return h
 }
 
@@ -309,7 +319,7 @@ func (h *HTTPHandler) Shutdown(ctx context.Context) error {
 	servers, listeners := h.servers, h.listeners
 	h.servers, h.listeners = nil, nil
 	for ex := range h.exchanges {
-		ex.in.end() // end of input: listen streams finish, others get the grace
+		ex.conn.EndInput() // listen streams finish, others get the grace
 	}
 	h.mu.Unlock()
 	for _, ln := range listeners {
@@ -364,9 +374,13 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every response is written under the no-progress deadline; the
 	// exchange renews it for each write of a longer one. The last one
 	// stays for net/http's final flush, after which net/http lifts it.
-	rc := http.NewResponseController(w)
+	// The exchange is made now, with the response controller in it by
+	// value: one allocation for both.
+	ex := &exchange{rc: *http.NewResponseController(w)}
+	rc := &ex.rc
+	now := time.Now() // once: the clock is read for every request
 	if h.opts.WriteTimeout > 0 {
-		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+		rc.SetWriteDeadline(now.Add(h.opts.WriteTimeout))
 	}
 	if r.URL.Path != h.opts.Path {
 		h.limits.refused(refNotFound, "path", r.URL.Path)
@@ -425,7 +439,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		if ct != "application/json" && !isJSONMediaType(ct) {
 			httpError(w, http.StatusUnsupportedMediaType, "", jsonrpc.CodeInvalidRequest, "Unsupported Media Type: the body must be application/json", nil)
 			return
 		}
@@ -461,7 +475,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// would hold the request forever); the deadline is lifted afterwards,
 	// as an event stream may last as long as its call. http.Server's
 	// ReadTimeout cannot do this: it would cut long streams too.
-	rc.SetReadDeadline(time.Now().Add(h.opts.BodyTimeout))
+	rc.SetReadDeadline(now.Add(h.opts.BodyTimeout))
 	var src io.Reader = r.Body
 	if r.ContentLength < 0 {
 		src = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
@@ -498,17 +512,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "", jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a single JSON-RPC message, not a batch", nil)
 		return
 	}
-	if bytes.ContainsAny(body, "\r\n") {
-		// The exchange's connection is newline-framed; whitespace between
-		// tokens is all that Compact removes.
-		var buf bytes.Buffer
-		buf.Grow(len(body) + 1)
-		if err := json.Compact(&buf, body); err == nil {
-			body = buf.Bytes()
-			msg, _ = jsonrpc.Decode(body, nil)
-		}
-	}
-	h.serveMessage(w, r, &msg, body, accept, place)
+	h.route(w, r, ex, body, &msg, accept, place)
 }
 
 // tooLarge answers 413 and closes the connection: the rest of the body is
@@ -550,113 +554,6 @@ func closeAfter(w http.ResponseWriter, r *http.Request, limit int64, timeout tim
 	w.Header().Set("Connection", "close")
 }
 
-func (h *HTTPHandler) serveMessage(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, body []byte, accept acceptable, place *slot) {
-	id := jsonrpc.ID(msg.ID)
-	// The members headers mirror are read exactly as the session reads
-	// them (exact keys), and must be unambiguous: a handler decoding into a
-	// Go struct matches keys case-insensitively, a server behind a bridge
-	// exactly, and a header must be checked against the value used.
-	// The members are slices of the body, never copies: the arguments
-	// may be most of a 4 MiB body.
-	var p params
-	if len(msg.Params) > 0 && msg.Params[0] == '{' {
-		obj := rawMembers(msg.Params)
-		if k := caseAmbiguous(obj, "name", "uri", "arguments", "_meta"); k != "" {
-			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-			return
-		}
-		if m := obj["_meta"]; len(m) > 0 && m[0] == '{' {
-			if k := caseAmbiguous(rawMembers(m), MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel, MetaProgressToken); k != "" {
-				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-				return
-			}
-		}
-		parseParams(msg.Params, &p)
-	}
-	headerVersion, hasHeader := headerValue(r.Header, HeaderProtocolVersion)
-	var bodyVersion string
-	hasBodyVersion := false
-	if p.meta != nil && len(p.meta.ProtocolVersion) > 0 && json.Unmarshal(p.meta.ProtocolVersion, &bodyVersion) == nil {
-		hasBodyVersion = true
-	}
-
-	// Which era is this message? The body's _meta says modern; otherwise
-	// the header does. A legacy message is served at its header's version.
-	eras := h.backend.eras()
-	modern := false
-	legacyVersion := legacyDefaultVersion
-	switch {
-	case eras == LegacyOnly:
-		if hasHeader {
-			legacyVersion = headerVersion
-		}
-	case hasBodyVersion:
-		modern = true
-	case hasHeader && IsModern(headerVersion):
-		modern = true
-	case hasHeader:
-		legacyVersion = headerVersion
-	}
-	if !modern && !slices.Contains(LegacyVersions, legacyVersion) {
-		httpError(w, http.StatusBadRequest, id, CodeUnsupportedProtocolVersion, "Unsupported protocol version",
-			map[string]any{"supported": supportedFor(eras), "requested": legacyVersion})
-		return
-	}
-
-	switch msg.Kind {
-	case jsonrpc.KindNotification:
-		// Nothing a client may notify needs an answer over HTTP: there is
-		// no session for notifications/initialized to advance, and a
-		// cancelled request is cancelled by closing its response.
-		w.WriteHeader(http.StatusAccepted)
-		return
-	case jsonrpc.KindResult, jsonrpc.KindError:
-		if modern {
-			httpError(w, http.StatusBadRequest, "", jsonrpc.CodeInvalidRequest, "Invalid Request: clients do not send responses in protocol version "+LatestVersion, nil)
-			return
-		}
-		// A legacy client answering a request of the server's (sampling,
-		// elicitation) that went out on another POST's event stream: it
-		// goes back to that exchange, under the id the handler used.
-		h.answerServerRequest(msg, callerOf(r))
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-
-	// Headers that mirror the body are checked in both eras: a legacy
-	// client need not send them, but one that does must not say one thing
-	// to an intermediary routing on them and another to the handler.
-	method := msg.MethodName()
-	if e := h.checkHeaders(r.Header, modern, method, hasHeader, headerVersion, hasBodyVersion, bodyVersion, p.name, p.uri, p.arguments); e != nil {
-		httpError(w, http.StatusBadRequest, id, e.Code, e.Message, nil)
-		return
-	}
-	if method == methodListen && !accept.sse {
-		httpError(w, http.StatusNotAcceptable, id, jsonrpc.CodeInvalidRequest, "Not Acceptable: subscriptions/listen answers with an event stream (text/event-stream)", nil)
-		return
-	}
-	if method == methodListen && !place.toStream() {
-		h.limits.refused(refStreams, "limit", h.opts.MaxStreams, "remote", r.RemoteAddr)
-		h.unavailable(w, r, "too many listen streams open")
-		return
-	}
-	// The event stream starts with the first notification (or keep-alive),
-	// not before: an error that comes first keeps its status (400, 404).
-	// The body is the exchange's now: nothing here holds on to it.
-	*msg = jsonrpc.Message{}
-	h.exchange(w, r, body, modern, legacyVersion, accept)
-}
-
-func supportedFor(eras Eras) []string {
-	switch eras {
-	case ModernOnly:
-		return ModernVersions
-	case LegacyOnly:
-		return LegacyVersions
-	}
-	return append(slices.Clone(ModernVersions), LegacyVersions...)
-}
-
 // checkHeaders enforces "Headers mirroring the body": the server "MUST
 // reject" a mismatch, a missing required standard header or invalid
 // characters with 400 and HeaderMismatch (2026-07-28 transports, Server
@@ -686,8 +583,13 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, modern bool, method string, 
 	case "resources/read":
 		bodyName = uri
 	}
-	var want string
-	if len(bodyName) > 0 && json.Unmarshal(bodyName, &want) == nil {
+	// The body's name, read in place (no copy unless it has escapes).
+	var want []byte
+	var hasName bool
+	if len(bodyName) > 0 {
+		want, hasName = jsonrpc.StringBytes(bodyName)
+	}
+	if hasName {
 		got, ok := headerValue(hdr, HeaderName)
 		if !ok && modern {
 			return mismatch("the %s header is required for %s", HeaderName, method)
@@ -697,13 +599,13 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, modern bool, method string, 
 			if err != nil {
 				return mismatch("%s header: %v", HeaderName, err)
 			}
-			if got != want {
+			if got != string(want) {
 				return mismatch("%s header value '%s' does not match body value '%s'", HeaderName, got, want)
 			}
 		}
 	}
-	if method == methodToolsCall && want != "" {
-		params := h.backend.headerParams(want)
+	if method == methodToolsCall && len(want) > 0 {
+		params := h.backend.headerParams(string(want))
 		if !modern {
 			// Only the Mcp-Param- headers sent are checked.
 			sent := false
@@ -727,7 +629,7 @@ func (h *HTTPHandler) checkHeaders(hdr http.Header, modern bool, method string, 
 		for path := range params {
 			names = append(names, strings.Split(path, pathSep)[0])
 		}
-		if k := caseAmbiguous(args, names...); k != "" {
+		if k := caseAmbiguousIn(args, names...); k != "" {
 			return jsonrpc.Errorf(CodeHeaderMismatch, "Header mismatch: argument %q is ambiguous (differs from another only in case)", k)
 		}
 		for path, hname := range params {
@@ -791,28 +693,14 @@ func corsHeaders(requested string) string {
 	return strings.Join(allowed, ", ")
 }
 
-// caseAmbiguous returns a member of obj that equals one of names only
-// under case folding, or collides with another that way; "" if none.
-func caseAmbiguous(obj map[string]json.RawMessage, names ...string) string {
-	for _, name := range names {
-		n := 0
-		for k := range obj {
-			if strings.EqualFold(k, name) {
-				n++
-				if k != name || n > 1 {
-					return k
-				}
-			}
-		}
-	}
-	return ""
-}
-
 func quoteJSON(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // headerValue returns a header with the optional whitespace around it
 // removed (RFC 9110 §5.5), and whether it was sent.
 func headerValue(h http.Header, name string) (string, bool) {
+	if name == HeaderProtocolVersion {
+		name = canonicalProtocolVersion // not canonical as the specification spells it
+	}
 	v, ok := h[http.CanonicalHeaderKey(name)]
 	if !ok || len(v) == 0 {
 		return "", false
@@ -870,19 +758,31 @@ func parseAccept(values []string) acceptable {
 	}
 	var a acceptable
 	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
-			switch strings.ToLower(strings.TrimSpace(mt)) {
-			case "application/json", "application/*":
+		// Comma-separated media ranges, walked in place: this runs for
+		// every request.
+		for v != "" {
+			part, rest, _ := strings.Cut(v, ",")
+			v = rest
+			mt, _, _ := strings.Cut(part, ";")
+			mt = strings.TrimSpace(mt)
+			switch {
+			case strings.EqualFold(mt, "application/json"), strings.EqualFold(mt, "application/*"):
 				a.json = true
-			case "text/event-stream", "text/*":
+			case strings.EqualFold(mt, "text/event-stream"), strings.EqualFold(mt, "text/*"):
 				a.sse = true
-			case "*/*":
+			case mt == "*/*":
 				a.json, a.sse = true, true
 			}
 		}
 	}
 	return a
+}
+
+// isJSONMediaType reports whether a Content-Type names application/json
+// (with parameters, in any case).
+func isJSONMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
 }
 
 func (h *HTTPHandler) hostAllowed(host string) bool {
@@ -930,455 +830,3 @@ func (h *HTTPHandler) authorized(r *http.Request) bool {
 	return ok && strings.EqualFold(scheme, "Bearer") &&
 		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(h.opts.Token)) == 1
 }
-
-// ----- one request -----
-
-// exchange runs one request on its own connection and turns what the
-// connection writes into the HTTP response.
-func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, line []byte, modern bool, legacyVersion string, accept acceptable) {
-	ex := &exchange{
-		h:      h,
-		caller: callerOf(r),
-		w:      w,
-		rc:     http.NewResponseController(w),
-		modern: modern,
-		canSSE: accept.sse,
-		json:   accept.json,
-		final:  make(chan struct{}),
-		in:     newPostInput(line),
-	}
-	h.mu.Lock()
-	if h.draining {
-		h.mu.Unlock()
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the server is shutting down", nil)
-		return
-	}
-	h.exchanges[ex] = struct{}{}
-	h.running.Add(1)
-	h.mu.Unlock()
-	defer h.running.Done()
-
-	o := h.backend.exchangeOptions(h.opts.Conn)
-	o.MaxMessageBytes = int(h.opts.MaxBodyBytes) + 1
-	// The connection hands each message to the exchange in one Write, so
-	// that the exchange passes it on without gathering it in a buffer of
-	// its own; the writes to the client are bounded by WriteTimeout,
-	// piece by piece (see sendLocked).
-	o.WriteChunkBytes = math.MaxInt32
-	if o.Logger == nil {
-		o.Logger = h.log
-	}
-	conn := rpc.New(ex.in, ex, h.backend.exchangeHandler(modern, legacyVersion), o)
-	h.mu.Lock()
-	ex.conn = conn // abort reads it under h.mu
-	h.mu.Unlock()
-	if !accept.json {
-		ex.mu.Lock()
-		ex.startStreamLocked()
-		ex.mu.Unlock()
-	}
-
-	var tick <-chan time.Time
-	if h.opts.KeepAlive > 0 {
-		t := time.NewTicker(h.opts.KeepAlive)
-		defer t.Stop()
-		tick = t.C
-	}
-	clientGone, finished := false, false
-wait:
-	for {
-		select {
-		case <-ex.final:
-			finished = true
-			break wait
-		case <-conn.Done():
-			// Ended without an answer (a handler that chose not to
-			// answer): say so rather than leave the client waiting.
-			break wait
-		case <-r.Context().Done():
-			clientGone = true
-			break wait
-		case <-tick:
-			ex.keepAlive()
-		}
-	}
-	if !finished {
-		// A write may be stalled on a client that does not read, holding
-		// the exchange's lock: it must fail now.
-		ex.unblock()
-	}
-	ex.mu.Lock()
-	answered := ex.answered
-	written := ex.started || answered
-	ex.closed = true // nothing more reaches the ResponseWriter
-	ex.mu.Unlock()
-	if !written && !clientGone {
-		httpError(w, http.StatusInternalServerError, "", jsonrpc.CodeInternalError, "Internal error: the request ended without a response", nil)
-	}
-
-	h.mu.Lock()
-	delete(h.exchanges, ex)
-	h.running.Add(1) // the connection's end, below
-	h.mu.Unlock()
-	ex.mu.Lock()
-	for _, id := range ex.asked {
-		h.asked.Delete(id)
-	}
-	ex.mu.Unlock()
-	go func() {
-		defer h.running.Done()
-		if clientGone {
-			conn.Close() // cancels the handler
-		} else {
-			ex.in.end()
-			conn.Wait()
-		}
-	}()
-}
-
-// exchange is one request's response: the io.Writer of its connection.
-// Lines the connection writes become the JSON body or SSE events.
-type exchange struct {
-	h      *HTTPHandler
-	caller string
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	conn   *rpc.Conn
-	in     *postInput
-	modern bool
-	canSSE bool
-	json   bool
-	final  chan struct{}
-	// stopped is set by unblock: the deadline it set must not be renewed.
-	stopped atomic.Bool
-
-	mu       sync.Mutex
-	partial  []byte   // a line not yet complete
-	asked    []string // ids of the server's own requests sent on this stream
-	started  bool     // the event stream's headers are out
-	answered bool     // the response has been written
-	closed   bool     // ServeHTTP has returned, or is about to
-	timedOut bool     // a write failed at WriteTimeout
-}
-
-var errExchangeClosed = errors.New("mcp: the HTTP exchange is over")
-
-// Write receives the connection's output and passes on each whole line.
-// Lines are handled where they lie in p; only the start of a line that p
-// does not finish is kept.
-func (ex *exchange) Write(p []byte) (int, error) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.closed || ex.answered {
-		return 0, errExchangeClosed
-	}
-	n := len(p)
-	// What the handler answers is held until the client has it: it is
-	// charged to the request budget meanwhile, so that while large
-	// answers drain no more requests are admitted to make more (an
-	// answer may be many times its request: "<" is encoded as \u003c).
-	ex.h.limits.charge(int64(n))
-	defer ex.h.limits.release(int64(n))
-	if len(ex.partial) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			ex.partial = append(ex.partial, p...)
-			return n, nil
-		}
-		line := append(ex.partial, p[:i]...)
-		ex.partial = nil
-		if err := ex.lineLocked(line); err != nil {
-			return 0, err
-		}
-		p = p[i+1:]
-	}
-	for {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			break
-		}
-		if err := ex.lineLocked(p[:i]); err != nil {
-			return 0, err
-		}
-		p = p[i+1:]
-	}
-	if len(p) > 0 {
-		ex.partial = append(ex.partial, p...)
-	}
-	return n, nil
-}
-
-func (ex *exchange) lineLocked(line []byte) error {
-	if ex.answered {
-		return nil // one request, one response: anything after is not for this client
-	}
-	msg, err := jsonrpc.Decode(line, nil)
-	if err != nil {
-		return nil
-	}
-	if msg.Kind.IsResponse() {
-		ex.answered = true
-		defer close(ex.final)
-		if ex.started {
-			return ex.eventLocked(line)
-		}
-		status := http.StatusOK
-		if msg.Kind == jsonrpc.KindError {
-			if e, err := jsonrpc.ParseError(msg.Error); err == nil {
-				status = statusFor(e.Code, ex.modern)
-			}
-		}
-		ex.w.Header().Set("Content-Type", "application/json")
-		ex.w.Header().Set("Content-Length", strconv.Itoa(len(line)+1))
-		ex.w.WriteHeader(status)
-		return ex.sendLocked(line, newline)
-	}
-	if msg.Kind == jsonrpc.KindRequest {
-		return ex.serverRequestLocked(&msg)
-	}
-	// A notification about the request (progress, a log line, a listen
-	// stream's change): it needs the event stream. A client that accepts
-	// only JSON does not get it.
-	if !ex.canSSE {
-		return nil
-	}
-	ex.startStreamLocked()
-	return ex.eventLocked(line)
-}
-
-// serverRequestLocked sends a request of the handler's (legacy sampling,
-// elicitation, roots) on the event stream. Without sessions its answer
-// comes back on a POST of its own, so it gets an id unique in the process;
-// answerServerRequest routes the answer back.
-func (ex *exchange) serverRequestLocked(msg *jsonrpc.Message) error {
-	if !ex.canSSE {
-		// Nowhere to send it: the handler's call fails now.
-		ex.in.push(jsonrpc.AppendErrorResponse(nil, jsonrpc.ID(bytes.Clone(msg.ID)),
-			jsonrpc.NewError(jsonrpc.CodeInternalError, "the client accepts no event stream, so it cannot be asked anything", nil)))
-		return nil
-	}
-	// Unguessable, and only its own client (the same credentials) may
-	// answer it.
-	var nonce [16]byte
-	rand.Read(nonce[:])
-	id := `"srv-` + hex.EncodeToString(nonce[:]) + `"`
-	ex.h.asked.Store(id, askedRequest{ex: ex, id: bytes.Clone(msg.ID), caller: ex.caller})
-	ex.asked = append(ex.asked, id)
-	line := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
-	line = append(line, `,"method":`...)
-	line = append(line, msg.Method...)
-	if msg.Params != nil && string(msg.Params) != "null" {
-		line = append(line, `,"params":`...)
-		line = append(line, msg.Params...)
-	}
-	line = append(line, '}')
-	ex.startStreamLocked()
-	return ex.eventLocked(line)
-}
-
-// answerServerRequest passes a legacy client's answer to the exchange that
-// asked, under the id its handler used.
-func (h *HTTPHandler) answerServerRequest(msg *jsonrpc.Message, caller string) {
-	v, ok := h.asked.Load(string(msg.ID))
-	if !ok || v.(askedRequest).caller != caller {
-		return
-	}
-	h.asked.Delete(string(msg.ID))
-	a := v.(askedRequest)
-	line := append([]byte(`{"jsonrpc":"2.0","id":`), a.id...)
-	if msg.Kind == jsonrpc.KindError {
-		line = append(line, `,"error":`...)
-		line = append(line, msg.Error...)
-	} else {
-		line = append(line, `,"result":`...)
-		line = append(line, msg.Result...)
-	}
-	a.ex.in.push(append(line, '}'))
-}
-
-// statusFor maps an error response to its status (MCP 2026-07-28,
-// Streamable HTTP): 400 for malformed requests, bad metadata, header mismatches,
-// missing capabilities and unsupported versions; 404 for unknown methods
-// ("JSON body distinguishes it from a legacy HTTP+SSE 404"). Legacy clients
-// expect JSON-RPC errors with 200, except for version trouble.
-func statusFor(code int64, modern bool) int {
-	switch code {
-	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, CodeUnsupportedProtocolVersion:
-		return http.StatusBadRequest
-	}
-	if !modern {
-		return http.StatusOK
-	}
-	switch code {
-	case jsonrpc.CodeInvalidParams, CodeHeaderMismatch, CodeMissingRequiredClientCapability:
-		return http.StatusBadRequest
-	case jsonrpc.CodeMethodNotFound:
-		return http.StatusNotFound
-	}
-	return http.StatusOK
-}
-
-func (ex *exchange) startStreamLocked() {
-	if ex.started || ex.answered || ex.closed || !ex.canSSE {
-		return
-	}
-	ex.started = true
-	h := ex.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	// "Servers SHOULD send X-Accel-Buffering: no" so that proxies pass
-	// events on as they come.
-	h.Set("X-Accel-Buffering", "no")
-	ex.w.WriteHeader(http.StatusOK)
-	ex.sendLocked()
-}
-
-var (
-	newline      = []byte("\n")
-	eventPrefix  = []byte("event: message\ndata: ")
-	eventSuffix  = []byte("\n\n")
-	keepAliveSSE = []byte(":\n\n")
-)
-
-func (ex *exchange) eventLocked(line []byte) error {
-	return ex.sendLocked(eventPrefix, line, eventSuffix)
-}
-
-// sendLocked writes parts to the client and flushes them, in writes of at
-// most writePiece bytes, each under a renewed WriteTimeout: a client that
-// reads slowly is served, one that has stopped reading fails the write
-// (and with it the request) once WriteTimeout passes without progress.
-func (ex *exchange) sendLocked(parts ...[]byte) error {
-	for _, b := range parts {
-		for len(b) > 0 {
-			n := min(len(b), writePiece)
-			start := ex.renewDeadline()
-			if _, err := ex.w.Write(b[:n]); err != nil {
-				return ex.writeFailed(err, start)
-			}
-			b = b[n:]
-		}
-	}
-	start := ex.renewDeadline()
-	if err := ex.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return ex.writeFailed(err, start)
-	}
-	return nil
-}
-
-// renewDeadline gives the next write WriteTimeout to make progress,
-// unless unblock has ended the exchange's writing (its deadline in the
-// past must stand). It returns when the deadline was set.
-func (ex *exchange) renewDeadline() time.Time {
-	now := time.Now()
-	d := ex.h.opts.WriteTimeout
-	if d <= 0 || ex.stopped.Load() {
-		return now
-	}
-	ex.rc.SetWriteDeadline(now.Add(d))
-	if ex.stopped.Load() { // unblock ran meanwhile: its deadline again
-		ex.rc.SetWriteDeadline(time.Now())
-	}
-	return now
-}
-
-// writeFailed counts a write cut off by WriteTimeout, once per exchange:
-// one that failed at its deadline, WriteTimeout after it was set (unblock's
-// deadline, which ends a write early, does not count).
-func (ex *exchange) writeFailed(err error, start time.Time) error {
-	d := ex.h.opts.WriteTimeout
-	if !ex.timedOut && d > 0 && errors.Is(err, os.ErrDeadlineExceeded) && time.Since(start) >= d {
-		ex.timedOut = true
-		ex.h.limits.refused(refWriteTimeout, "timeout", d)
-	}
-	return err
-}
-
-// keepAlive sends an SSE comment, turning a slow JSON answer into an event
-// stream first (clients "must ignore comment lines").
-func (ex *exchange) keepAlive() {
-	// A write in progress (perhaps stalled on a client that does not
-	// read) holds the lock; the stream is not quiet then, and the caller
-	// must stay free to notice the end.
-	if !ex.mu.TryLock() {
-		return
-	}
-	defer ex.mu.Unlock()
-	if ex.closed || ex.answered || !ex.canSSE {
-		return
-	}
-	ex.startStreamLocked()
-	ex.sendLocked(keepAliveSSE)
-}
-
-// abort cancels the request's handler and fails a write stalled on a
-// client that does not read (Shutdown ran out of time). Called under h.mu.
-func (ex *exchange) abort() {
-	ex.unblock()
-	if ex.conn != nil {
-		go ex.conn.Close()
-	}
-}
-
-// unblock makes a pending or future write to the client fail at once.
-// It does not take ex.mu, which a stalled write holds.
-func (ex *exchange) unblock() {
-	ex.stopped.Store(true)
-	ex.rc.SetWriteDeadline(time.Now())
-}
-
-// postInput is an exchange's input: the request line, then nothing until
-// the exchange ends it (EOF: the request is over, or the server is shutting
-// down) or the connection closes it.
-type postInput struct {
-	line  []byte // being read
-	once  sync.Once
-	done  chan struct{}
-	mu    sync.Mutex
-	queue [][]byte      // answers to the server's own requests, to read next
-	more  chan struct{} // signalled when the queue grows
-}
-
-// newPostInput takes line over: the newline is appended in place when
-// there is room (the body was read with room for it), not in a copy.
-func newPostInput(line []byte) *postInput {
-	return &postInput{line: append(line, '\n'), done: make(chan struct{}), more: make(chan struct{}, 1)}
-}
-
-func (p *postInput) Read(b []byte) (int, error) {
-	for len(p.line) == 0 {
-		p.mu.Lock()
-		if len(p.queue) > 0 {
-			p.line, p.queue = p.queue[0], p.queue[1:]
-			p.mu.Unlock()
-			break
-		}
-		p.mu.Unlock()
-		select {
-		case <-p.more:
-		case <-p.done:
-			return 0, io.EOF
-		}
-	}
-	n := copy(b, p.line)
-	p.line = p.line[n:]
-	if len(p.line) == 0 {
-		p.line = nil // a spent line is not kept alive by its end
-	}
-	return n, nil
-}
-
-// push queues one more line (an answer from the client) for the reader.
-func (p *postInput) push(line []byte) {
-	p.mu.Lock()
-	p.queue = append(p.queue, append(line, '\n'))
-	p.mu.Unlock()
-	select {
-	case p.more <- struct{}{}:
-	default:
-	}
-}
-
-func (p *postInput) end()         { p.once.Do(func() { close(p.done) }) }
-func (p *postInput) Close() error { p.end(); return nil }

@@ -129,30 +129,30 @@ func (in *inputs) Elicit(ctx context.Context, key, message string, requestedSche
 // parseInputs reads a 2026-07-28 retry's inputResponses and requestState.
 // inputResponses that is not an object, or an answer that is not one, is
 // -32602; a requestState that is not the server's own is -32602.
-func (s *Server) parseInputs(p *params, target func() string) (*inputs, error) {
-	in := &inputs{modern: true}
+func (s *Server) parseInputs(p *params, target func() string, in *inputs) error {
+	*in = inputs{modern: true}
 	if p.inputResponses != nil {
 		if err := json.Unmarshal(p.inputResponses, &in.responses); err != nil || in.responses == nil {
-			return nil, invalidParams("invalid params: inputResponses must be an object")
+			return invalidParams("invalid params: inputResponses must be an object")
 		}
 		for k, v := range in.responses {
 			if len(v) == 0 || v[0] != '{' {
-				return nil, invalidParams("invalid params: inputResponses[%q] must be an object", k)
+				return invalidParams("invalid params: inputResponses[%q] must be an object", k)
 			}
 		}
 	}
 	if p.requestState != nil {
 		str, ok := jsonrpc.StringValue(p.requestState)
 		if !ok {
-			return nil, invalidParams("invalid params: requestState must be a string")
+			return invalidParams("invalid params: requestState must be a string")
 		}
 		state, ok := s.verifyState(str, target())
 		if !ok {
-			return nil, invalidParams("invalid params: invalid requestState")
+			return invalidParams("invalid params: invalid requestState")
 		}
 		in.state = state
 	}
-	return in, nil
+	return nil
 }
 
 // inputRequiredResult is what a 2026-07-28 handler that needs input gets

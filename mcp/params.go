@@ -17,6 +17,7 @@ import "github.com/agentwire/agentwire/jsonrpc"
 type params struct {
 	meta      *requestMeta // nil when there is no _meta object
 	metaValue requestMeta
+	metaRaw   []byte // the _meta object, raw
 	name      []byte // raw JSON values; nil when absent
 	uri       []byte
 	arguments []byte
@@ -34,7 +35,7 @@ func parseParams(raw []byte, p *params) {
 		switch string(key) {
 		case "_meta":
 			if len(value) > 0 && value[0] == '{' {
-				p.meta = &p.metaValue
+				p.meta, p.metaRaw = &p.metaValue, value
 				parseMeta(value, p.meta)
 			} else {
 				p.meta = nil

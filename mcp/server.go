@@ -209,8 +209,11 @@ func (s *Server) ConnOptions(base *rpc.Options) *rpc.Options {
 // exchangeHandler serves one Streamable HTTP request (see HTTPHandler):
 // legacy requests as if initialize had happened at their header's
 // version, with no list-change watcher (there is no stream to send on).
-func (s *Server) exchangeHandler(modern bool, legacyVersion string) rpc.Handler {
-	return &session{srv: s, forceModern: modern, legacyVersion: legacyVersion, initialized: true, watching: true}
+// The session lives in the request's note: a request costs no allocation
+// for it.
+func (s *Server) exchangeHandler(n *requestNote) rpc.Handler {
+	n.session = session{srv: s, forceModern: n.era == Modern, legacyVersion: n.version, initialized: true, watching: true}
+	return &n.session
 }
 
 func (s *Server) exchangeOptions(base *rpc.Options) *rpc.Options { return s.ConnOptions(base) }
@@ -332,6 +335,15 @@ func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 		ss.notification(req)
 		return nil, nil
 	}
+	if n := noteOf(req.Note()); n != nil {
+		// Over HTTP the route has parsed the params and decided the era.
+		if n.era == Modern {
+			return ss.modern(ctx, req, &n.params)
+		}
+		return ss.legacy(ctx, req, &n.params)
+	}
+	// On a stream this is the one place a request's era is decided: its
+	// _meta says modern, anything else is legacy (guarantee E1).
 	var p params
 	parseParams(req.Params, &p)
 	if ss.forceModern || (p.meta != nil && p.meta.ProtocolVersion != nil && ss.srv.opts.Eras != LegacyOnly) {
@@ -651,11 +663,9 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 	modern := IsModern(version)
 	target := func() string { return stateTarget(methodToolsCall, t.tool.Name, args) }
 	if modern {
-		in, err := ss.srv.parseInputs(p, target)
-		if err != nil {
+		if err := ss.srv.parseInputs(p, target, &tr.inputs); err != nil {
 			return nil, err
 		}
-		tr.inputs = *in
 	}
 	tr.inputs.rpc = req
 	var suffix []byte
@@ -682,7 +692,9 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *params, ve
 		if res.Content == nil {
 			res.Content = []Content{}
 		}
-		return res.appendJSON(make([]byte, 0, 256), suffix), nil
+		// Returned by pointer, from the request: no allocation to box it.
+		tr.encoded = res.appendJSON(make([]byte, 0, 256), suffix)
+		return &tr.encoded, nil
 	}
 	if ire, ok := asInputRequired(err); ok && modern {
 		return ss.modernResult(ss.srv.inputRequiredResult(ire, &tr.inputs, target())), nil
@@ -714,6 +726,7 @@ type ToolRequest struct {
 	mu            sync.Mutex
 	last          float64
 	sent          bool
+	encoded       json.RawMessage // the result, encoded, once the tool returns
 }
 
 // WantsProgress reports whether the client asked for progress.

@@ -129,7 +129,7 @@ func (c *Conn) take(req *Request, want lane) (queued, ok bool) {
 			return false, false
 		}
 		if req.ID != "" {
-			if _, taken := c.inflight[req.ID]; taken {
+			if c.inflight.get(req.ID) != nil {
 				c.mu.Unlock()
 				c.answerDup(req)
 				return false, false
@@ -235,7 +235,7 @@ func (c *Conn) refuseBusy(req *Request, why string) {
 	c.stats.busy.Add(1)
 	c.busyLog.Refused("rpc: request refused: "+why, "method", req.Method,
 		"limit", c.opts.MaxConcurrentRequests, "queue", c.opts.MaxQueuedRequests)
-	c.answerDirect(req, c.opts.busyError)
+	c.answerDirect(req, c.opts.busyError())
 }
 
 // admit runs Options.Admit; a refused request is answered and everything
@@ -497,13 +497,10 @@ func (c *Conn) registerLocked(req *Request) (ok, dup bool) {
 		return false, false
 	}
 	if req.ID != "" {
-		if _, taken := c.inflight[req.ID]; taken {
+		if c.inflight.get(req.ID) != nil {
 			return false, true
 		}
-		if c.inflight == nil {
-			c.inflight = make(map[jsonrpc.ID]*Request)
-		}
-		c.inflight[req.ID] = req
+		c.inflight.put(req)
 	}
 	c.active++
 	return true, false

@@ -88,7 +88,7 @@ type Conn struct {
 	ordered atomic.Bool
 
 	mu        sync.Mutex
-	inflight  map[jsonrpc.ID]*Request
+	inflight  inflightTable
 	held      []*Request              // admitted behind a running barrier, in receive order
 	pending   map[string]*pendingCall // outbound calls by id
 	abandoned map[string]struct{}     // outbound calls given up, for late-response accounting
@@ -701,8 +701,8 @@ func (c *Conn) forget(req *Request) {
 		return
 	}
 	c.mu.Lock()
-	if c.inflight[req.ID] == req {
-		delete(c.inflight, req.ID)
+	if c.inflight.get(req.ID) == req {
+		c.inflight.remove(req.ID)
 	}
 	c.mu.Unlock()
 }
@@ -728,10 +728,10 @@ func (c *Conn) cancelRequest(msg *jsonrpc.Message, cm *CancelMethod) {
 		return
 	}
 	c.mu.Lock()
-	req := c.inflight[p.RequestID]
+	req := c.inflight.get(p.RequestID)
 	if req != nil && cm.Silence {
 		// The peer has forgotten the id; it may reuse it at once.
-		delete(c.inflight, p.RequestID)
+		c.inflight.remove(p.RequestID)
 	}
 	c.mu.Unlock()
 	if req == nil {

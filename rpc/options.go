@@ -185,7 +185,17 @@ type Violation struct {
 // settings is Options with every default filled in.
 type settings struct {
 	Options
-	busyError *jsonrpc.Error
+}
+
+// busyError is the answer to a request refused for want of a slot. The
+// default is made when it is needed, not per connection: a connection of
+// one HTTP request would pay for encoding it every time.
+func (s *settings) busyError() *jsonrpc.Error {
+	if s.BusyError != nil {
+		return s.BusyError
+	}
+	return jsonrpc.NewError(jsonrpc.CodeServerBusy, "server busy: too many requests in flight",
+		map[string]any{"reason": "connection_busy", "limit": s.MaxConcurrentRequests})
 }
 
 func resolve(o *Options) settings {
@@ -231,11 +241,6 @@ func resolve(o *Options) settings {
 	}
 	if s.Logger == nil {
 		s.Logger = slog.Default()
-	}
-	s.busyError = s.BusyError
-	if s.busyError == nil {
-		s.busyError = jsonrpc.NewError(jsonrpc.CodeServerBusy, "server busy: too many requests in flight",
-			map[string]any{"reason": "connection_busy", "limit": s.MaxConcurrentRequests})
 	}
 	return s
 }

@@ -20,12 +20,13 @@ import (
 type output struct {
 	lines *framing.Output
 
-	mw     MessageWriter
-	onErr  func(error)
-	mu     sync.Mutex // one WriteMessage at a time, in order
-	closed atomic.Bool
-	errMu  sync.Mutex
-	err    error // why message output ended; nil after a clean close
+	mw      MessageWriter
+	onErr   func(error)
+	mu      sync.Mutex // one WriteMessage at a time, in order
+	scratch Outbound   // the message being written, under mu: reused, since a writer may not keep it
+	closed  atomic.Bool
+	errMu   sync.Mutex
+	err     error // why message output ended; nil after a clean close
 }
 
 func (o *output) send(h head, parts ...[]byte) error {
@@ -138,9 +139,12 @@ func (o *output) write(h head, parts [][]byte) error {
 	if o.closed.Load() { // closed while we waited for the writer before us
 		return framing.ErrOutputClosed
 	}
-	m := &Outbound{Kind: h.kind, ID: h.id, Method: h.method, Error: h.err, Params: h.params}
+	m := &o.scratch
+	*m = Outbound{Kind: h.kind, ID: h.id, Method: h.method, Error: h.err, Params: h.params}
 	m.n = copy(m.parts[:], parts)
-	if err := o.mw.WriteMessage(m); err != nil {
+	err := o.mw.WriteMessage(m)
+	*m = Outbound{} // nothing written is kept alive by the connection
+	if err != nil {
 		o.errMu.Lock()
 		if o.err == nil {
 			o.err = err
