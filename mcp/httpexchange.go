@@ -43,7 +43,8 @@ type exchange struct {
 	w      http.ResponseWriter
 	rc     http.ResponseController // by value: see ServeHTTP
 	conn   *rpc.Conn
-	note   requestNote // what the route learned; handed to the handler
+	msg    jsonrpc.Message // the body, decoded once
+	note   requestNote     // what the route learned; handed to the handler
 	canSSE bool
 	// stopped is set by unblock: the deadline it set must not be renewed.
 	stopped atomic.Bool
@@ -72,37 +73,13 @@ const smallBody = 2048
 var errExchangeClosed = errors.New("mcp: the HTTP exchange is over")
 
 // exchange serves one routed message and writes its answer.
-func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, body []byte, msg *jsonrpc.Message, ex *exchange, accept acceptable) {
-	ex.h, ex.r, ex.w = h, r, w
-	ex.canSSE = accept.sse
-	o := h.connOpts
-	o.Context = r.Context() // the client going away cancels the handler
-	ex.conn = rpc.NewMessages(nil, ex, h.backend.exchangeHandler(&ex.note), &o)
-
-	h.mu.Lock()
-	if h.draining {
-		h.mu.Unlock()
-		ex.conn.EndInput()
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the server is shutting down", nil)
+func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, body []byte, ex *exchange, accept acceptable) {
+	if !h.open(w, r, ex, accept) {
 		return
 	}
-	h.exchanges[ex] = struct{}{}
-	h.running.Add(1)
-	h.mu.Unlock()
 	defer h.running.Done()
-
-	if !accept.json {
-		ex.mu.Lock()
-		ex.startStreamLocked()
-		ex.mu.Unlock()
-	}
-	if h.opts.KeepAlive > 0 {
-		ex.keepAlive.Store(time.AfterFunc(h.opts.KeepAlive, ex.tick))
-	}
-
 	// The handler runs here and answers through WriteMessage.
-	ex.conn.ReceiveDecoded(body, msg, &ex.note)
+	ex.conn.ReceiveDecoded(body, &ex.msg, &ex.note)
 
 	ex.conn.EndInput()
 	if !ex.done.Load() {
@@ -140,6 +117,42 @@ func (h *HTTPHandler) exchange(w http.ResponseWriter, r *http.Request, body []by
 	delete(h.exchanges, ex)
 	h.mu.Unlock()
 	<-ex.conn.Done()
+}
+
+// open makes the exchange's connection and registers it, or answers 503
+// when the server is draining. It is a function of its own so that its
+// frame (the connection options are copied on it) is not on the stack of
+// a handler that runs for long.
+//
+//go:noinline
+func (h *HTTPHandler) open(w http.ResponseWriter, r *http.Request, ex *exchange, accept acceptable) bool {
+	ex.h, ex.r, ex.w = h, r, w
+	ex.canSSE = accept.sse
+	o := h.connOpts
+	o.Context = r.Context() // the client going away cancels the handler
+	ex.conn = rpc.NewMessages(nil, ex, h.backend.exchangeHandler(&ex.note), &o)
+
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		ex.conn.EndInput()
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the server is shutting down", nil)
+		return false
+	}
+	h.exchanges[ex] = struct{}{}
+	h.running.Add(1)
+	h.mu.Unlock()
+
+	if !accept.json {
+		ex.mu.Lock()
+		ex.startStreamLocked()
+		ex.mu.Unlock()
+	}
+	if h.opts.KeepAlive > 0 {
+		ex.keepAlive.Store(time.AfterFunc(h.opts.KeepAlive, ex.tick))
+	}
+	return true
 }
 
 // WriteMessage receives the connection's messages (rpc.MessageWriter).
@@ -280,7 +293,19 @@ func (ex *exchange) startStreamLocked() {
 	// events on as they come.
 	h.Set("X-Accel-Buffering", "no")
 	ex.w.WriteHeader(http.StatusOK)
-	ex.sendLocked(nil, nil)
+	// The headers are written out on a goroutine of its own, which this
+	// one waits for (so the ResponseWriter is still used by one goroutine
+	// at a time). net/http's header writer has a 2.8 KiB stack frame, and
+	// a stream starts at the bottom of a handler's stack (its first
+	// notification): written from here, the request goroutine's stack
+	// would grow to 16 KiB and keep that size for as long as the stream is
+	// open, twice what an idle listen stream needs.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ex.sendLocked(nil, nil)
+	}()
+	<-done
 }
 
 var (

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -36,9 +37,25 @@ func noteOf(note any) *requestNote {
 	return n
 }
 
-// route serves one decoded message: a notification or a response is
-// taken care of here; a request goes on to its exchange.
-func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte, msg *jsonrpc.Message, accept acceptable, place *slot) {
+// route decodes the body and serves what needs no handler: a
+// notification or a response is taken care of here, as is anything
+// malformed. It reports whether a request goes on to its exchange.
+//
+//go:noinline
+func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte, accept acceptable, place *slot) bool {
+	var err error
+	if ex.msg, err = jsonrpc.Decode(body, nil); err != nil {
+		var de *jsonrpc.DecodeError
+		errors.As(err, &de)
+		httpError(w, http.StatusBadRequest, jsonrpc.ID(de.ID), de.Code, de.Error(), nil)
+		return false
+	}
+	msg := &ex.msg
+	if msg.Kind == jsonrpc.KindBatch {
+		httpError(w, http.StatusBadRequest, "", jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a single JSON-RPC message, not a batch", nil)
+		return false
+	}
+
 	id := jsonrpc.ID(msg.ID)
 	p := &ex.note.params
 	if len(msg.Params) > 0 && msg.Params[0] == '{' {
@@ -49,13 +66,13 @@ func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request, ex *exchange
 		// used. The members are slices of the body, never copies.
 		if k := caseAmbiguous(msg.Params, "name", "uri", "arguments", "_meta"); k != "" {
 			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-			return
+			return false
 		}
 		parseParams(msg.Params, p)
 		if p.meta != nil {
 			if k := caseAmbiguous(p.metaRaw, MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel, MetaProgressToken); k != "" {
 				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-				return
+				return false
 			}
 		}
 	}
@@ -71,7 +88,7 @@ func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request, ex *exchange
 	if era == Legacy && !slices.Contains(LegacyVersions, version) {
 		httpError(w, http.StatusBadRequest, id, CodeUnsupportedProtocolVersion, "Unsupported protocol version",
 			map[string]any{"supported": supportedFor(h.eras), "requested": version})
-		return
+		return false
 	}
 	ex.note.era, ex.note.version = era, version
 
@@ -81,18 +98,18 @@ func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request, ex *exchange
 		// no session for notifications/initialized to advance, and a
 		// cancelled request is cancelled by closing its response.
 		w.WriteHeader(http.StatusAccepted)
-		return
+		return false
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		if era == Modern {
 			httpError(w, http.StatusBadRequest, "", jsonrpc.CodeInvalidRequest, "Invalid Request: clients do not send responses in protocol version "+LatestVersion, nil)
-			return
+			return false
 		}
 		// A legacy client answering a request of the server's (sampling,
 		// elicitation) that went out on another POST's event stream: it
 		// goes back to that exchange, under the id the handler used.
 		h.answerServerRequest(msg, r)
 		w.WriteHeader(http.StatusAccepted)
-		return
+		return false
 	}
 
 	// Headers that mirror the body are checked in both eras: a legacy
@@ -101,20 +118,20 @@ func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request, ex *exchange
 	method := methodOf(msg)
 	if e := h.checkHeaders(r.Header, era == Modern, method, hasHeader, headerVersion, hasBodyVersion, bodyVersion, p.name, p.uri, p.arguments); e != nil {
 		httpError(w, http.StatusBadRequest, id, e.Code, e.Message, nil)
-		return
+		return false
 	}
 	if method == methodListen && !accept.sse {
 		httpError(w, http.StatusNotAcceptable, id, jsonrpc.CodeInvalidRequest, "Not Acceptable: subscriptions/listen answers with an event stream (text/event-stream)", nil)
-		return
+		return false
 	}
 	if method == methodListen && !place.toStream() {
 		h.limits.refused(refStreams, "limit", h.opts.MaxStreams, "remote", r.RemoteAddr)
 		h.unavailable(w, r, "too many listen streams open")
-		return
+		return false
 	}
 	// The event stream starts with the first notification (or keep-alive),
 	// not before: an error that comes first keeps its status (400, 404).
-	h.exchange(w, r, body, msg, ex, accept)
+	return true
 }
 
 // methodOf returns a message's method without copying it when it has no

@@ -496,7 +496,12 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 	if err := req.Detach(); err != nil {
 		return nil, err
 	}
-	subMeta := map[string]any{MetaSubscriptionID: req.ID}
+	// What an open stream keeps is kept small (a server may hold
+	// thousands): the _meta every notification carries is encoded once,
+	// and the maps of the acknowledgment and the final result are made
+	// when they are sent.
+	subMeta := json.RawMessage(`{"` + MetaSubscriptionID + `":` + string(req.ID) + `}`)
+	onlyMeta := json.RawMessage(`{"_meta":` + string(subMeta) + `}`)
 	honored := map[string]any{}
 	// The channels are taken before the acknowledgment, so a change right
 	// after it is not missed.
@@ -524,24 +529,25 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 	if err := req.Notify(methodAcknowledged, map[string]any{"_meta": subMeta, "notifications": honored}); err != nil {
 		return nil, err
 	}
-	final := map[string]any{"resultType": resultTypeComplete, "_meta": subMeta}
+	honored = nil
+	final := func() any { return map[string]any{"resultType": resultTypeComplete, "_meta": subMeta} }
 	for {
 		select {
 		case <-changed:
 			// Changes that land before the next notification is sent are
 			// covered by it: the client lists the tools again anyway.
 			changed = ss.srv.toolsChanged()
-			if err := req.Notify(methodToolsListChanged, map[string]any{"_meta": subMeta}); err != nil {
+			if err := req.Notify(methodToolsListChanged, onlyMeta); err != nil {
 				return nil, err
 			}
 		case <-prompts:
 			prompts = ss.srv.changedCh(kindPrompts)
-			if err := req.Notify("notifications/prompts/list_changed", map[string]any{"_meta": subMeta}); err != nil {
+			if err := req.Notify("notifications/prompts/list_changed", onlyMeta); err != nil {
 				return nil, err
 			}
 		case <-resources:
 			resources = ss.srv.changedCh(kindResources)
-			if err := req.Notify("notifications/resources/list_changed", map[string]any{"_meta": subMeta}); err != nil {
+			if err := req.Notify("notifications/resources/list_changed", onlyMeta); err != nil {
 				return nil, err
 			}
 		case uri := <-updates:
@@ -551,12 +557,12 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 				}
 			}
 		case <-req.Conn().InputDone():
-			return final, nil
+			return final(), nil
 		case <-ctx.Done():
 			if errors.Is(context.Cause(ctx), rpc.ErrCancelledByPeer) {
 				return nil, ctx.Err() // silenced: nothing more is written
 			}
-			return final, nil
+			return final(), nil
 		}
 	}
 }

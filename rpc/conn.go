@@ -274,7 +274,7 @@ func (c *Conn) readLoop() {
 		if isBlank(line) {
 			continue
 		}
-		if !c.handleLine(line, owned, nil, nil) {
+		if !c.handleLine(line, owned) {
 			return // promoted: another goroutine reads now
 		}
 	}
@@ -325,7 +325,7 @@ func (c *Conn) Receive(msg []byte) error {
 		return nil
 	}
 	if !isBlank(msg) {
-		c.handleLine(msg, true, nil, nil)
+		c.handleLine(msg, true)
 	}
 	return nil
 }
@@ -341,7 +341,9 @@ func (c *Conn) ReceiveDecoded(raw []byte, msg *jsonrpc.Message, note any) error 
 	if err := c.pushable(); err != nil {
 		return err
 	}
-	c.handleLine(raw, true, msg, note)
+	// Straight to handleMessage: handleLine's frame (a decoded Message)
+	// would stay on the stack of a long-lived handler for nothing.
+	c.handleMessage(msg, raw, nil, note)
 	return nil
 }
 
@@ -382,11 +384,10 @@ func isBlank(line []byte) bool {
 	return true
 }
 
-// handleLine processes one message and reports whether the calling
-// goroutine is still the reader. owned says the connection may keep line
-// (a MessageReader's, or a pushed message); decoded, when not nil, is line
-// already decoded by the transport.
-func (c *Conn) handleLine(line []byte, owned bool, decoded *jsonrpc.Message, note any) bool {
+// handleLine decodes and processes one message and reports whether the
+// calling goroutine is still the reader. owned says the connection may
+// keep line (a MessageReader's, or a pushed message).
+func (c *Conn) handleLine(line []byte, owned bool) bool {
 	// One copy per line of a stream: everything the request keeps (id,
 	// method, params, the result of a response) points into it, and nothing
 	// writes to it again. A whole message is already such a copy.
@@ -394,15 +395,12 @@ func (c *Conn) handleLine(line []byte, owned bool, decoded *jsonrpc.Message, not
 	if !owned {
 		own = bytes.Clone(line)
 	}
-	if decoded != nil {
-		return c.handleMessage(decoded, own, nil, note)
-	}
 	msg, err := jsonrpc.Decode(own, &c.decode)
 	if err != nil {
 		c.badMessage(own, err, nil)
 		return true
 	}
-	return c.handleMessage(&msg, own, nil, note)
+	return c.handleMessage(&msg, own, nil, nil)
 }
 
 // handleMessage acts on one decoded message, on its own or as an element

@@ -139,8 +139,8 @@ func (o *output) write(h head, parts [][]byte) error {
 	if o.closed.Load() { // closed while we waited for the writer before us
 		return framing.ErrOutputClosed
 	}
-	m := &o.scratch
-	*m = Outbound{Kind: h.kind, ID: h.id, Method: h.method, Error: h.err, Params: h.params}
+	m := &o.scratch // fields set one by one: no Outbound-sized temporary on the stack
+	m.Kind, m.ID, m.Method, m.Error, m.Params = h.kind, h.id, h.method, h.err, h.params
 	m.n = copy(m.parts[:], parts)
 	err := o.mw.WriteMessage(m)
 	*m = Outbound{} // nothing written is kept alive by the connection
