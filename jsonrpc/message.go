@@ -184,7 +184,9 @@ func decodeObject(obj []byte, base int, opts *DecodeOptions) (Message, error) {
 	dup := ""
 	i := skipSpace(obj, 1)
 	for i < len(obj) && obj[i] == '"' {
-		keyEnd, keyEscaped, _ := scanString(obj, i)
+		// obj has been validated: what follows skips, it does not check
+		// again (a message's params were scanned three times).
+		keyEnd, keyEscaped := skipString(obj, i)
 		key := obj[i+1 : keyEnd-1]
 		if keyEscaped {
 			var s string
@@ -193,14 +195,14 @@ func decodeObject(obj []byte, base int, opts *DecodeOptions) (Message, error) {
 		}
 		i = skipSpace(obj, keyEnd)
 		i = skipSpace(obj, i+1) // ':'
-		valEnd, _ := scanValue(obj, i, 1)
+		valEnd := skipValid(obj, i)
 		val := obj[i:valEnd]
 		slot := -1
 		switch string(key) {
 		case "jsonrpc":
 			slot, version = 0, val
 			if val[0] == '"' {
-				_, versionEscaped, _ = scanString(val, 0)
+				_, versionEscaped = skipString(val, 0)
 			}
 		case "id":
 			slot, m.ID = 1, val
@@ -271,7 +273,7 @@ func decodeObject(obj []byte, base int, opts *DecodeOptions) (Message, error) {
 		if m.Method[0] != '"' {
 			return invalid("method must be a string")
 		}
-		_, m.methodEscaped, _ = scanString(m.Method, 0)
+		_, m.methodEscaped = skipString(m.Method, 0)
 		if m.Result != nil || m.Error != nil {
 			return invalid("a request may not carry result or error")
 		}

@@ -72,6 +72,14 @@ func scanString(b []byte, i int) (int, bool, *scanError) {
 	escaped := false
 	i++ // opening quote
 	for i < len(b) {
+		// Most of a string is plain ASCII: skip it a byte at a time
+		// through a table, without the switch below.
+		for i < len(b) && plainString[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -112,6 +120,15 @@ func scanString(b []byte, i int) (int, bool, *scanError) {
 	}
 	return i, escaped, &scanError{i, "unexpected end of input in string"}
 }
+
+// plainString marks the bytes a string may hold as they are: ASCII, not
+// a control character, a quote or a backslash. It is never written.
+var plainString = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')

@@ -52,6 +52,13 @@ func duplicateKey(v []byte) (key, pointer string, found bool) {
 	frames, keys := frameBuf[:0], keyBuf[:0]
 	expectKey := false
 	for i := 0; i < len(v); i++ {
+		// Numbers, literals and white space say nothing about keys.
+		for i < len(v) && !structural[v[i]] {
+			i++
+		}
+		if i >= len(v) {
+			break
+		}
 		switch v[i] {
 		case '"':
 			end, escaped := skipString(v, i)
@@ -97,16 +104,33 @@ func duplicateKey(v []byte) (key, pointer string, found bool) {
 func skipString(v []byte, i int) (int, bool) {
 	escaped := false
 	for i++; i < len(v); i++ {
-		switch v[i] {
-		case '\\':
-			escaped = true
+		// Keys and short values are the common strings: a table lookup
+		// per byte beats a vectorized search that must start again.
+		for i < len(v) && !quoteOrEscape[v[i]] {
 			i++
-		case '"':
+		}
+		if i >= len(v) {
+			break
+		}
+		if v[i] == '"' {
 			return i + 1, escaped
 		}
+		escaped = true
+		i++ // the escaped byte
 	}
 	return len(v), escaped
 }
+
+// quoteOrEscape marks the bytes skipString stops at. It is never written.
+var quoteOrEscape = [256]bool{'"': true, '\\': true}
+
+// structural marks the bytes duplicateKey acts on. It is never written.
+var structural = func() (t [256]bool) {
+	for _, c := range `"{}[],` {
+		t[c] = true
+	}
+	return t
+}()
 
 // repeated returns a key that occurs twice among keys (which it may
 // reorder).
