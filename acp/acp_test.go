@@ -295,3 +295,7 @@ func TestIdleSessionCleanup(t *testing.T) {
 		w.Sleep(100 * time.Millisecond)
 	})
 }
+
+// Every wire test of this package, run again over the message seam
+// (rpc.NewMessages): the same raw lines, the same answers.
+func TestWireTestsOverMessages(t *testing.T) { wiretest.RerunOverMessages(t) }

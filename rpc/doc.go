@@ -1,8 +1,36 @@
 // Package rpc is agentwire's connection runtime: one JSON-RPC 2.0 connection
-// over a pair of byte streams, the piece every transport shares (stdio,
-// sockets, and the sessions behind HTTP). It serves requests with a Handler,
+// over a pair of byte streams or over whole messages, the piece every
+// transport shares (stdio, sockets, and each request of Streamable HTTP). It serves requests with a Handler,
 // sends calls and notifications to the peer, and owns the connection's
 // lifecycle. It knows nothing about methods (guarantee W7).
+//
+// # Transports: byte streams and whole messages
+//
+// New runs a connection over a pair of byte streams with line framing
+// (stdio, sockets): lines are read through framing's LineReader and
+// written through framing.Output, a bounded queue whose replies to a burst
+// leave in one write. NewMessages runs the same connection over whole
+// messages: a MessageReader hands over one message at a time (the
+// connection keeps it, no copy, no line buffer), and a MessageWriter is
+// handed one Outbound per message, with its kind, id, method and error
+// known, so a transport routes it (or picks an HTTP status) without
+// decoding what was encoded. With a nil MessageReader the transport pushes
+// messages itself — Receive, or ReceiveDecoded for a message it has
+// already decoded (with a Note for the handler, Request.Note) — and ends
+// input with EndInput; a request's handler then runs on the goroutine that
+// pushed it. This is how each Streamable HTTP POST is served: one pushed
+// connection per request, its handler on the goroutine net/http gave it,
+// its context a child of the request's (Options.Context).
+//
+// Everything below holds on both. What differs is output: over messages
+// there is no queue to coalesce writes in, so each message is one
+// WriteMessage call, OutputQueueBytes and WriteChunkBytes do not apply,
+// and the writer's own blocking is the backpressure; a writer bounds its
+// waiting (the HTTP transport gives each write a no-progress deadline),
+// and at shutdown a writer that is an io.Closer is closed after the
+// handlers' bound, which ends a write that never returns. Every wire test
+// of rpc, mcp and acp runs over both (internal/wiretest's
+// RerunOverMessages).
 //
 // # Reading and dispatch
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
 )
 
@@ -79,3 +80,31 @@ not json
 }
 
 type nopCloser struct{ io.Writer }
+
+// printer is a MessageWriter that shows each message with what the
+// connection told it about it.
+type printer struct{}
+
+func (printer) WriteMessage(m *rpc.Outbound) error {
+	status := "200"
+	if m.Kind == jsonrpc.KindError {
+		status = fmt.Sprint("error ", m.Error.Code)
+	}
+	fmt.Printf("%s %s\n", status, m.AppendTo(nil))
+	return nil
+}
+
+// Serving pushed messages, as an HTTP transport does: no framing, the
+// handler runs on the pushing goroutine, and the writer knows each
+// message's kind and error code without decoding it.
+func ExampleNewMessages() {
+	h := rpc.Methods{"hello": func(context.Context, *rpc.Request) (any, error) { return "hi", nil }}
+	conn := rpc.NewMessages(nil, printer{}, h, nil)
+	conn.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"hello"}`))
+	conn.Receive([]byte(`{"jsonrpc":"2.0","id":2,"method":"missing"}`))
+	conn.EndInput()
+	conn.Wait()
+	// Output:
+	// 200 {"jsonrpc":"2.0","id":1,"result":"hi"}
+	// error -32601 {"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"method not found: missing"}}
+}
