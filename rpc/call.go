@@ -35,15 +35,17 @@ func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID f
 	if onID != nil {
 		onID(jsonrpc.ID(id))
 	}
-	pc := &pendingCall{ch: make(chan callResult, 1)}
-	key := string(id)
+	pc := make(pendingCall, 1)
+	// The key views the id in msg, which nothing writes to once encoded
+	// (the output copies it): no string is made for it.
+	key := bytesString(id)
 	c.mu.Lock()
 	if c.stopping {
 		c.mu.Unlock()
 		return nil, ErrConnectionLost
 	}
 	if c.pending == nil {
-		c.pending = make(map[string]*pendingCall)
+		c.pending = make(map[string]pendingCall)
 	}
 	c.pending[key] = pc
 	c.mu.Unlock()
@@ -59,7 +61,7 @@ func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID f
 	}
 	c.out.flushAsync()
 	select {
-	case r := <-pc.ch:
+	case r := <-pc:
 		return r.result, r.err
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
@@ -97,7 +99,7 @@ func (c *Conn) encodeCall(method string, params any) (msg, id []byte, h head, er
 		off := len(msg) - 1 - len(p)
 		p = msg[off : off+len(p) : off+len(p)]
 	}
-	return msg, id, head{kind: jsonrpc.KindRequest, id: jsonrpc.ID(id), method: method, params: p}, nil
+	return msg, id, head{kind: jsonrpc.KindRequest, id: jsonrpc.ID(bytesString(id)), method: method, params: p}, nil
 }
 
 // appendParams appends ,"params":VALUE, or nothing when params is nil or
@@ -197,10 +199,10 @@ func (c *Conn) deliver(msg *jsonrpc.Message, line []byte) {
 		if err != nil {
 			e = jsonrpc.NewError(jsonrpc.CodeInternalError, "malformed error response", nil)
 		}
-		pc.ch <- callResult{err: e}
+		pc <- callResult{err: e}
 		return
 	}
-	pc.ch <- callResult{result: json.RawMessage(msg.Result[:len(msg.Result):len(msg.Result)])}
+	pc <- callResult{result: json.RawMessage(msg.Result[:len(msg.Result):len(msg.Result)])}
 }
 
 // Notify sends a notification to the peer. It waits for room in the output

@@ -89,11 +89,11 @@ type Conn struct {
 
 	mu        sync.Mutex
 	inflight  inflightTable
-	held      []*Request              // admitted behind a running barrier, in receive order
-	pending   map[string]*pendingCall // outbound calls by id
-	abandoned map[string]struct{}     // outbound calls given up, for late-response accounting
-	active    int                     // admitted handlers not yet finished
-	idle      chan struct{}           // closed when active drops to 0 after stopping
+	held      []*Request             // admitted behind a running barrier, in receive order
+	pending   map[string]pendingCall // outbound calls by id
+	abandoned map[string]struct{}    // outbound calls given up, for late-response accounting
+	active    int                    // admitted handlers not yet finished
+	idle      chan struct{}          // closed when active drops to 0 after stopping
 	stopping  bool
 	hurried   bool          // the grace was cut short (Close or a fault during it)
 	hurry     chan struct{} // closed when hurried
@@ -112,9 +112,9 @@ type Conn struct {
 	err  error
 }
 
-type pendingCall struct {
-	ch chan callResult
-}
+// pendingCall is where a call's response is delivered (buffered: the
+// reader never waits for the caller).
+type pendingCall chan callResult
 
 type callResult struct {
 	result json.RawMessage

@@ -108,7 +108,7 @@ func (c *Conn) stop(cause error, graceful bool) {
 		lost = fmt.Errorf("%w: %w", ErrConnectionLost, cause)
 	}
 	for _, pc := range pending {
-		pc.ch <- callResult{err: lost}
+		pc <- callResult{err: lost}
 	}
 	if quiet && c.push {
 		// Nothing runs and nothing is queued: a pushed connection (one
