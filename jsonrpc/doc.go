@@ -78,7 +78,12 @@
 // the same for an array's elements. Both validate their input in full
 // first: a malformed object or array (not JSON, not UTF-8, trailing data,
 // another kind of value) is an error, a *SyntaxError when it is not JSON,
-// and fn is never called, so a walk is never silently partial. value is
+// and fn is never called, so a walk is never silently partial.
+// EachMember and EachElement walk the same way without validating again,
+// for values Decode has already accepted (a request's params, anything
+// inside them): every reader of params would otherwise scan them once
+// more; on other input they do not panic, but what they hand out is
+// unspecified. value is
 // the member's raw JSON, a sub-slice of the input without surrounding
 // white space; key is a sub-slice too when it holds no escapes, and a
 // decoded copy (allocated) when it does, decoded as encoding/json decodes

@@ -125,6 +125,69 @@ func Elements(arr []byte, fn func(value []byte) bool) error {
 	}
 }
 
+// EachMember is Members for an object that has already been validated —
+// a message's params, or a value inside them, as Decode accepted them —
+// without validating it again: every reader of a request's params would
+// otherwise scan all of it once more (a 4 MiB tool call, many times). It
+// hands fn the same keys and values as Members for such input. Given
+// input that is not valid JSON it does not panic and reads nothing past
+// obj, but which members it hands out is unspecified: use Members for
+// input of unknown origin.
+func EachMember(obj []byte, fn func(key, value []byte) bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	i = skipSpace(obj, i+1)
+	for i < len(obj) && obj[i] == '"' {
+		kEnd, escaped := skipString(obj, i)
+		if kEnd < i+2 || obj[kEnd-1] != '"' {
+			return // unterminated
+		}
+		key := obj[i+1 : kEnd-1]
+		if escaped {
+			if _, _, err := scanString(obj, i); err != nil {
+				return // decoding a broken escape is not safe
+			}
+			key = unescape(key)
+		}
+		i = skipSpace(obj, kEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return
+		}
+		if i = skipSpace(obj, i+1); i >= len(obj) {
+			return
+		}
+		vEnd := skipValid(obj, i)
+		if !fn(key, obj[i:vEnd]) {
+			return
+		}
+		if i = skipSpace(obj, vEnd); i >= len(obj) || obj[i] != ',' {
+			return
+		}
+		i = skipSpace(obj, i+1)
+	}
+}
+
+// EachElement is Elements for an array that has already been validated,
+// as EachMember is Members.
+func EachElement(arr []byte, fn func(value []byte) bool) {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return
+	}
+	for i = skipSpace(arr, i+1); i < len(arr) && arr[i] != ']'; {
+		end := skipValid(arr, i)
+		if end <= i || !fn(arr[i:end]) {
+			return
+		}
+		if i = skipSpace(arr, end); i >= len(arr) || arr[i] != ',' {
+			return
+		}
+		i = skipSpace(arr, i+1)
+	}
+}
+
 // StringBytes returns the contents of the JSON string v, which must be
 // exactly one string token (quotes included, no surrounding white space,
 // as Members and Elements hand values out); ok is false for anything else,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 
@@ -74,6 +75,17 @@ func FuzzMembers(f *testing.F) {
 		}
 		checkElements(t, raw)
 		checkString(t, bytes.TrimSpace(raw))
+		// EachMember hands out exactly what Members does for an object
+		// Members accepts, and never panics on anything else.
+		each := map[string]json.RawMessage{}
+		jsonrpc.EachMember(raw, func(key, value []byte) bool {
+			each[string(key)] = bytes.Clone(value)
+			return true
+		})
+		jsonrpc.EachElement(raw, func([]byte) bool { return true })
+		if isObject && !maps.EqualFunc(each, got, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("EachMember(%q) = %q, Members = %q", raw, each, got)
+		}
 	})
 }
 
@@ -220,5 +232,20 @@ func BenchmarkMembers(b *testing.B) {
 	}
 	if found == 0 {
 		b.Fatal("nothing found")
+	}
+}
+
+// BenchmarkEachMember is BenchmarkMembers without the validating pass,
+// for params Decode has already accepted.
+func BenchmarkEachMember(b *testing.B) {
+	obj := []byte(`{"name":"echo","arguments":{"text":"hello, world"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/logLevel":"info"}}`)
+	b.SetBytes(int64(len(obj)))
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		jsonrpc.EachMember(obj, func(key, value []byte) bool { n++; return true })
+		if n != 3 {
+			b.Fatal(n)
+		}
 	}
 }
