@@ -27,6 +27,7 @@ import (
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -53,7 +54,7 @@ type stdioServer struct {
 type bridge struct {
 	id      string
 	session *Session
-	mcp     *mcp.Session
+	mcp     *host.Session
 }
 
 type bridges struct {
@@ -103,7 +104,7 @@ func (c *conn) mcpConnect(ctx context.Context, req *rpc.Request) (any, error) {
 	if len(env) > 0 {
 		cmd.Env = append(append([]string{}, baseEnv()...), env...)
 	}
-	ms, err := mcp.StartServer(ctx, cmd, &mcp.ClientOptions{
+	ms, err := host.StartServer(ctx, cmd, &host.Options{
 		Info:      mcp.Implementation{Name: c.agent.Info.Name, Version: c.agent.Info.Version},
 		Transport: &client.Options{Logger: c.opts.Logger},
 	})

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	awmcp "github.com/agentwire/agentwire/mcp"
+	awhost "github.com/agentwire/agentwire/mcp/host"
+	awstreamable "github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/process"
 
 	mcpgoclient "github.com/mark3labs/mcp-go/client"
@@ -187,20 +189,20 @@ func serverCommand() (string, []string) {
 
 // ----- agentwire -----
 
-type awSession struct{ s *awmcp.Session }
+type awSession struct{ s *awhost.Session }
 
 func connectAgentwire(ctx context.Context, url string, modern bool) (hostSession, error) {
-	opts := &awmcp.ClientOptions{Eras: awmcp.LegacyOnly}
+	opts := &awhost.Options{Eras: awmcp.LegacyOnly}
 	if modern {
 		opts.Eras = awmcp.ModernOnly
 	}
-	var s *awmcp.Session
+	var s *awhost.Session
 	var err error
 	if url == "" {
 		path, args := serverCommand()
-		s, err = awmcp.StartServer(ctx, process.Command{Path: path, Args: args}, opts)
+		s, err = awhost.StartServer(ctx, process.Command{Path: path, Args: args}, opts)
 	} else {
-		s, err = awmcp.ConnectHTTP(ctx, url, opts, nil)
+		s, err = awstreamable.Connect(ctx, url, opts, nil)
 	}
 	if err != nil {
 		return nil, err

@@ -13,6 +13,8 @@ import (
 	"os"
 
 	awmcp "github.com/agentwire/agentwire/mcp"
+	awserver "github.com/agentwire/agentwire/mcp/server"
+	awstreamable "github.com/agentwire/agentwire/mcp/streamable"
 
 	mcpgomcp "github.com/mark3labs/mcp-go/mcp"
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
@@ -155,18 +157,18 @@ func plainHandler(int) (http.Handler, func(net.Listener) error) {
 // ----- agentwire -----
 
 func agentwireHandler(maxStreams int) (http.Handler, func(net.Listener) error) {
-	s := awmcp.NewServer(awmcp.Implementation{Name: "bench", Version: "1"}, nil)
-	awmcp.AddTool(s, awmcp.Tool{Name: "echo"}, func(_ context.Context, _ *awmcp.ToolRequest, in echoArgs) (*awmcp.ToolResult, error) {
+	s := awserver.New(awmcp.Implementation{Name: "bench", Version: "1"}, nil)
+	awserver.AddTool(s, awmcp.Tool{Name: "echo"}, func(_ context.Context, _ *awserver.ToolRequest, in echoArgs) (*awmcp.ToolResult, error) {
 		return awmcp.TextResult(in.Text), nil
 	})
-	opts := &awmcp.HTTPOptions{Logger: slog.New(slog.DiscardHandler)}
+	opts := &awstreamable.Options{Logger: slog.New(slog.DiscardHandler)}
 	if maxStreams > 0 {
 		// The defaults (256 streams, 1024 connections) are the point of
 		// a default; the idle-stream runs measure memory, not the caps.
 		opts.MaxStreams = maxStreams
 		opts.MaxConns = maxStreams + 512
 	}
-	h := s.HTTPHandler(opts)
+	h := awstreamable.NewHandler(s, opts)
 	return h, h.Serve
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentwire/agentwire/acp"
 	awmcp "github.com/agentwire/agentwire/mcp"
+	awserver "github.com/agentwire/agentwire/mcp/server"
 	"github.com/agentwire/agentwire/rpc"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -193,8 +194,8 @@ type echoArgs struct {
 }
 
 func serveAgentwireMCP(r io.ReadCloser, w io.WriteCloser) error {
-	s := awmcp.NewServer(awmcp.Implementation{Name: "bench", Version: "1"}, nil)
-	awmcp.AddTool(s, awmcp.Tool{Name: "echo"}, func(_ context.Context, _ *awmcp.ToolRequest, in echoArgs) (*awmcp.ToolResult, error) {
+	s := awserver.New(awmcp.Implementation{Name: "bench", Version: "1"}, nil)
+	awserver.AddTool(s, awmcp.Tool{Name: "echo"}, func(_ context.Context, _ *awserver.ToolRequest, in echoArgs) (*awmcp.ToolResult, error) {
 		return awmcp.TextResult(in.Text), nil
 	})
 	return rpc.New(r, w, s.Handler(), s.ConnOptions(nil)).Wait()

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/streamable"
 )
 
 // nginxBinary finds nginx, or fetches Debian's package into dir and
@@ -168,12 +170,12 @@ func TestBehindLoadBalancer(t *testing.T) {
 	lb, access := startNginx(t, []string{a.url, b.url})
 
 	ctx := t.Context()
-	sess, err := mcp.ConnectHTTP(ctx, lb, nil, nil)
+	sess, err := streamable.Connect(ctx, lb, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	if sess.Era() != mcp.Modern || sess.Probe() != mcp.ProbeResult {
+	if sess.Era() != mcp.Modern || sess.Probe() != host.ProbeResult {
 		t.Fatalf("era %s probe %s", sess.Era(), sess.Probe())
 	}
 
@@ -204,7 +206,7 @@ func TestBehindLoadBalancer(t *testing.T) {
 	t.Run("progress", func(t *testing.T) {
 		var mu sync.Mutex
 		var got []float64
-		res, err := sess.CallTool(ctx, "slow_report", map[string]any{"steps": 4, "delay_ms": 20}, mcp.WithProgress(func(p, _ float64, _ string) {
+		res, err := sess.CallTool(ctx, "slow_report", map[string]any{"steps": 4, "delay_ms": 20}, host.WithProgress(func(p, _ float64, _ string) {
 			mu.Lock()
 			got = append(got, p)
 			mu.Unlock()
@@ -225,7 +227,7 @@ func TestBehindLoadBalancer(t *testing.T) {
 		var once sync.Once
 		_, err := func() (*mcp.ToolResult, error) {
 			go func() { <-first; cancel() }()
-			return sess.CallTool(cctx, "slow_report", map[string]any{"steps": 200, "delay_ms": 20}, mcp.WithProgress(func(float64, float64, string) {
+			return sess.CallTool(cctx, "slow_report", map[string]any{"steps": 200, "delay_ms": 20}, host.WithProgress(func(float64, float64, string) {
 				once.Do(func() { close(first) })
 			}))
 		}()
@@ -246,7 +248,7 @@ func TestBehindLoadBalancer(t *testing.T) {
 		// change must arrive while the stream is open: an LB that buffered
 		// the stream would hang here.
 		changed := make(chan json.RawMessage, 8)
-		sub, err := sess.Listen(ctx, mcp.ListenFilter{ToolsListChanged: true}, func(_ string, p json.RawMessage) { changed <- p })
+		sub, err := sess.Listen(ctx, host.ListenFilter{ToolsListChanged: true}, func(_ string, p json.RawMessage) { changed <- p })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 )
@@ -108,3 +109,5 @@ func ParseEras(s string) (Eras, error) {
 	}
 	return BothEras, errors.New("mcp: unknown eras " + quoteJSON(s) + " (both, modern or legacy)")
 }
+
+func quoteJSON(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
 )
 
 func TestEraStrings(t *testing.T) {
@@ -68,11 +69,11 @@ func TestParseEras(t *testing.T) {
 // An EraEntry is stored as text as it was when its Era was a string, so
 // a cache written before still reads.
 func TestEraEntryJSON(t *testing.T) {
-	b, err := json.Marshal(mcp.EraEntry{Era: mcp.Modern, Version: "2026-07-28"})
+	b, err := json.Marshal(host.EraEntry{Era: mcp.Modern, Version: "2026-07-28"})
 	if err != nil || string(b) != `{"Era":"modern","Version":"2026-07-28"}` {
 		t.Fatalf("%s %v", b, err)
 	}
-	var e mcp.EraEntry
+	var e host.EraEntry
 	if err := json.Unmarshal([]byte(`{"Era":"legacy"}`), &e); err != nil || e.Era != mcp.Legacy {
 		t.Fatalf("%+v %v", e, err)
 	}

@@ -16,13 +16,13 @@ import (
 // annotations" make the tool invalid: clients drop it from tools/list.
 
 // pathSep joins the property names of an argument's path into a map key.
-const pathSep = "\x00"
+const ArgPathSep = "\x00"
 
 var headerToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // schemaHeaders returns the annotated arguments of a tool's input schema
 // (path -> header name), and whether the annotations are valid.
-func schemaHeaders(schema json.RawMessage) (map[string]string, bool) {
+func SchemaHeaders(schema json.RawMessage) (map[string]string, bool) {
 	var root any
 	if len(schema) == 0 || json.Unmarshal(schema, &root) != nil {
 		return nil, true
@@ -101,12 +101,29 @@ func (p *schemaPath) join() string {
 	for q := p; q != nil; q = q.parent {
 		names[q.n-1] = q.name
 	}
-	return strings.Join(names, pathSep)
+	return strings.Join(names, ArgPathSep)
 }
 
-// argAt returns the argument at path in a tool call's arguments.
-func argAt(args map[string]json.RawMessage, path string) json.RawMessage {
-	steps := strings.Split(path, pathSep)
+// toolHeaderMap maps each tool that has valid x-mcp-header arguments to
+// them; tools with invalid annotations map to nil (and are reported).
+func ToolHeaderMap(tools []Tool) (map[string]map[string]string, map[string]bool) {
+	m, invalid := map[string]map[string]string{}, map[string]bool{}
+	for _, t := range tools {
+		h, ok := SchemaHeaders(t.InputSchema)
+		switch {
+		case !ok:
+			invalid[t.Name] = true
+		case h != nil:
+			m[t.Name] = h
+		}
+	}
+	return m, invalid
+}
+
+// ArgAt returns the argument at path (a key of SchemaHeaders' map) in a
+// tool call's arguments, or nil.
+func ArgAt(args map[string]json.RawMessage, path string) json.RawMessage {
+	steps := strings.Split(path, ArgPathSep)
 	v, ok := args[steps[0]]
 	if !ok {
 		return nil
@@ -125,31 +142,4 @@ func argAt(args map[string]json.RawMessage, path string) json.RawMessage {
 		v = next
 	}
 	return v
-}
-
-// argAtStrict is argAt for a server checking headers: a key on the path
-// that differs from another only in case is reported, as a handler
-// decoding into a Go struct would not read the same value.
-func argAtStrict(args map[string]json.RawMessage, path string) (json.RawMessage, string) {
-	steps := strings.Split(path, pathSep)
-	if k := caseAmbiguousIn(args, steps[0]); k != "" {
-		return nil, k
-	}
-	v, ok := args[steps[0]]
-	if !ok {
-		return nil, ""
-	}
-	for _, step := range steps[1:] {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(v, &obj) != nil {
-			return nil, ""
-		}
-		if k := caseAmbiguousIn(obj, step); k != "" {
-			return nil, k
-		}
-		if v, ok = obj[step]; !ok {
-			return nil, ""
-		}
-	}
-	return v, ""
 }

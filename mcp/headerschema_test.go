@@ -16,7 +16,7 @@ func TestSchemaHeaders(t *testing.T) {
 		want         map[string]string
 	}{
 		{"valid", `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"}}}`, true, map[string]string{"region": "Region", "n": "N"}},
-		{"nested", `{"type":"object","properties":{"cfg":{"type":"object","properties":{"zone":{"type":"boolean","x-mcp-header":"Zone"}}}}}`, true, map[string]string{"cfg" + pathSep + "zone": "Zone"}},
+		{"nested", `{"type":"object","properties":{"cfg":{"type":"object","properties":{"zone":{"type":"boolean","x-mcp-header":"Zone"}}}}}`, true, map[string]string{"cfg" + ArgPathSep + "zone": "Zone"}},
 		{"none", `{"type":"object","properties":{"q":{"type":"string","default":{"x-mcp-header":"data, not schema"}}}}`, true, nil},
 		{"empty name", `{"properties":{"a":{"type":"string","x-mcp-header":""}}}`, false, nil},
 		{"space", `{"properties":{"a":{"type":"string","x-mcp-header":"My Region"}}}`, false, nil},
@@ -32,7 +32,7 @@ func TestSchemaHeaders(t *testing.T) {
 		{"under anyOf", `{"anyOf":[{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}]}`, false, nil},
 	}
 	for _, tc := range cases {
-		got, valid := schemaHeaders(json.RawMessage(tc.schema))
+		got, valid := SchemaHeaders(json.RawMessage(tc.schema))
 		if valid != tc.valid || len(got) != len(tc.want) {
 			t.Errorf("%s: %v %v", tc.name, got, valid)
 			continue
@@ -44,8 +44,8 @@ func TestSchemaHeaders(t *testing.T) {
 		}
 	}
 	args := map[string]json.RawMessage{"cfg": json.RawMessage(`{"zone":true,"x":1}`)}
-	if v := argAt(args, "cfg"+pathSep+"zone"); string(v) != "true" {
-		t.Errorf("argAt: %s", v)
+	if v := ArgAt(args, "cfg"+ArgPathSep+"zone"); string(v) != "true" {
+		t.Errorf("ArgAt: %s", v)
 	}
 }
 
@@ -65,7 +65,7 @@ func TestRegressionSchemaHeadersDeepPathQuadratic(t *testing.T) {
 		for range 3 {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			out, ok := schemaHeaders(schema)
+			out, ok := SchemaHeaders(schema)
 			runtime.ReadMemStats(&after)
 			if !ok || len(out) != 1 {
 				t.Fatalf("depth %d: %v %v", d, out, ok)

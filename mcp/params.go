@@ -14,50 +14,50 @@ import "github.com/agentwire/agentwire/jsonrpc"
 // kept.
 
 // params is what a request's params say, as slices of the raw params.
-type params struct {
-	meta      *requestMeta // nil when there is no _meta object
-	metaValue requestMeta
-	metaRaw   []byte // the _meta object, raw
-	name      []byte // raw JSON values; nil when absent
-	uri       []byte
-	arguments []byte
-	cursor    []byte
+type RequestParams struct {
+	Meta      *RequestMeta // nil when there is no _meta object
+	metaValue RequestMeta
+	MetaRaw   []byte // the _meta object, raw
+	Name      []byte // raw JSON values; nil when absent
+	URI       []byte
+	Arguments []byte
+	Cursor    []byte
 	// A 2026-07-28 retry's answers and state (multi-round-trip requests).
-	inputResponses []byte
-	requestState   []byte
+	InputResponses []byte
+	RequestState   []byte
 }
 
 // parseParams reads raw into p (in place: p.meta points into p). Anything
 // but an object (JSON, as jsonrpc.Members validates it) yields empty
 // params.
-func parseParams(raw []byte, p *params) {
+func ParseRequestParams(raw []byte, p *RequestParams) {
 	jsonrpc.Members(raw, func(key, value []byte) bool {
 		switch string(key) {
 		case "_meta":
 			if len(value) > 0 && value[0] == '{' {
-				p.meta, p.metaRaw = &p.metaValue, value
-				parseMeta(value, p.meta)
+				p.Meta, p.MetaRaw = &p.metaValue, value
+				parseMeta(value, p.Meta)
 			} else {
-				p.meta = nil
+				p.Meta = nil
 			}
 		case "name":
-			p.name = value
+			p.Name = value
 		case "uri":
-			p.uri = value
+			p.URI = value
 		case "arguments":
-			p.arguments = value
+			p.Arguments = value
 		case "cursor":
-			p.cursor = value
+			p.Cursor = value
 		case "inputResponses":
-			p.inputResponses = value
+			p.InputResponses = value
 		case "requestState":
-			p.requestState = value
+			p.RequestState = value
 		}
 		return true
 	})
 }
 
-func parseMeta(raw []byte, m *requestMeta) {
+func parseMeta(raw []byte, m *RequestMeta) {
 	jsonrpc.Members(raw, func(key, value []byte) bool {
 		switch string(key) {
 		case MetaProtocolVersion:

@@ -6,24 +6,24 @@ import "testing"
 // escapes decoded), as raw slices of the params; anything but an object
 // yields empty params.
 func TestParseParams(t *testing.T) {
-	var p params
-	parseParams([]byte(` {"n\u0061me":"echo", "Name":"other", "uri":"file:///a", "arguments":{"a":[1]},"cursor":"MQ",
+	var p RequestParams
+	ParseRequestParams([]byte(` {"n\u0061me":"echo", "Name":"other", "uri":"file:///a", "arguments":{"a":[1]},"cursor":"MQ",
 		"inputResponses":{}, "requestState":"s", "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"},
 		"io.modelcontextprotocol/logLevel":"debug","progressToken":7}} `), &p)
 	for _, c := range []struct{ name, got, want string }{
-		{"name", string(p.name), `"echo"`},
-		{"uri", string(p.uri), `"file:///a"`},
-		{"arguments", string(p.arguments), `{"a":[1]}`},
-		{"cursor", string(p.cursor), `"MQ"`},
-		{"inputResponses", string(p.inputResponses), `{}`},
-		{"requestState", string(p.requestState), `"s"`},
+		{"name", string(p.Name), `"echo"`},
+		{"uri", string(p.URI), `"file:///a"`},
+		{"arguments", string(p.Arguments), `{"a":[1]}`},
+		{"cursor", string(p.Cursor), `"MQ"`},
+		{"inputResponses", string(p.InputResponses), `{}`},
+		{"requestState", string(p.RequestState), `"s"`},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
 		}
 	}
-	m := p.meta
+	m := p.Meta
 	if m != &p.metaValue {
 		t.Fatal("_meta not read into p")
 	}
@@ -32,20 +32,20 @@ func TestParseParams(t *testing.T) {
 		t.Errorf("_meta read as %+v", *m)
 	}
 
-	var q params
-	parseParams([]byte(`{"_meta":{"io.modelcontextprotocol/logLevel":3}}`), &q)
-	if q.meta == nil || !q.meta.logLevelInvalid || q.meta.LogLevel != "" {
-		t.Errorf("a logLevel that is not a string: %+v", q.meta)
+	var q RequestParams
+	ParseRequestParams([]byte(`{"_meta":{"io.modelcontextprotocol/logLevel":3}}`), &q)
+	if q.Meta == nil || !q.Meta.logLevelInvalid || q.Meta.LogLevel != "" {
+		t.Errorf("a logLevel that is not a string: %+v", q.Meta)
 	}
-	var r params
-	parseParams([]byte(`{"_meta":{"io.modelcontextprotocol/logLevel":"x"},"_meta":null}`), &r)
-	if r.meta != nil {
+	var r RequestParams
+	ParseRequestParams([]byte(`{"_meta":{"io.modelcontextprotocol/logLevel":"x"},"_meta":null}`), &r)
+	if r.Meta != nil {
 		t.Error("a _meta that is not an object left a meta")
 	}
 	for _, in := range []string{`[{"name":"echo"}]`, `"name"`, `null`, ``, `{"name":"echo"`} {
-		var e params
-		parseParams([]byte(in), &e)
-		if e.name != nil || e.meta != nil {
+		var e RequestParams
+		ParseRequestParams([]byte(in), &e)
+		if e.Name != nil || e.Meta != nil {
 			t.Errorf("%q yielded params %+v", in, e)
 		}
 	}

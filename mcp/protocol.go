@@ -46,21 +46,21 @@ const (
 	CodeHeaderMismatch                  int64 = -32020
 	CodeMissingRequiredClientCapability int64 = -32021
 	CodeUnsupportedProtocolVersion      int64 = -32022
-	codeServerNotInitialized            int64 = -32600
-	resultTypeComplete                        = "complete"
-	resultTypeInputRequired                   = "input_required"
-	cacheScopePublic                          = "public"
-	methodDiscover                            = "server/discover"
-	methodInitialize                          = "initialize"
-	methodInitialized                         = "notifications/initialized"
-	methodPing                                = "ping"
-	methodToolsList                           = "tools/list"
-	methodToolsCall                           = "tools/call"
-	methodListen                              = "subscriptions/listen"
-	methodCancelled                           = "notifications/cancelled"
-	methodProgress                            = "notifications/progress"
-	methodAcknowledged                        = "notifications/subscriptions/acknowledged"
-	methodToolsListChanged                    = "notifications/tools/list_changed"
+	CodeServerNotInitialized            int64 = -32600
+	ResultTypeComplete                        = "complete"
+	ResultTypeInputRequired                   = "input_required"
+	CacheScopePublic                          = "public"
+	MethodDiscover                            = "server/discover"
+	MethodInitialize                          = "initialize"
+	MethodInitialized                         = "notifications/initialized"
+	MethodPing                                = "ping"
+	MethodToolsList                           = "tools/list"
+	MethodToolsCall                           = "tools/call"
+	MethodListen                              = "subscriptions/listen"
+	MethodCancelled                           = "notifications/cancelled"
+	MethodProgress                            = "notifications/progress"
+	MethodAcknowledged                        = "notifications/subscriptions/acknowledged"
+	MethodToolsListChanged                    = "notifications/tools/list_changed"
 )
 
 // Implementation identifies a client or a server.
@@ -181,7 +181,7 @@ type ToolResult struct {
 // appendJSON encodes the result without reflection for the common blocks;
 // suffix, when not empty, is spliced in as the last members (a modern
 // result's resultType and _meta).
-func (r *ToolResult) appendJSON(dst []byte, suffix []byte) json.RawMessage {
+func (r *ToolResult) AppendJSON(dst []byte, suffix []byte) json.RawMessage {
 	// A large text is encoded into room made for it at once: appending
 	// it escape by escape would reallocate the buffer over and over (a
 	// 4 MiB text of "<", 24 MiB encoded, cost 120 MiB of allocations).
@@ -268,16 +268,11 @@ func ErrorResult(s string) *ToolResult {
 }
 
 // requestMeta is the part of params._meta this package reads.
-type requestMeta struct {
+type RequestMeta struct {
 	ProtocolVersion    json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
 	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
 	logLevelInvalid    bool            // present but not a string
 	ProgressToken      json.RawMessage `json:"progressToken"`
-}
-
-// requestParams is the envelope of every request's params.
-type requestParams struct {
-	Meta *requestMeta `json:"_meta"`
 }

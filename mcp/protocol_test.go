@@ -15,7 +15,7 @@ func TestToolResultAppendJSON(t *testing.T) {
 		{Content: []Content{}},
 	} {
 		want, _ := json.Marshal(r)
-		got := r.appendJSON(nil, nil)
+		got := r.AppendJSON(nil, nil)
 		var a, b any
 		json.Unmarshal(want, &a)
 		if err := json.Unmarshal(got, &b); err != nil {
@@ -26,7 +26,7 @@ func TestToolResultAppendJSON(t *testing.T) {
 		if !bytes.Equal(wa, gb) {
 			t.Errorf("appendJSON %s, encoding/json %s", gb, wa)
 		}
-		withSuffix := r.appendJSON(nil, []byte(`"resultType":"complete"`))
+		withSuffix := r.AppendJSON(nil, []byte(`"resultType":"complete"`))
 		var m map[string]any
 		if json.Unmarshal(withSuffix, &m) != nil || m["resultType"] != "complete" {
 			t.Errorf("with suffix: %s", withSuffix)

@@ -20,7 +20,7 @@ func TestRegressionLargeTextResultEncodedInOneAllocation(t *testing.T) {
 	r := TextResult(strings.Repeat("<", 1<<20))
 	// One allocation (two under the race detector); growing the buffer
 	// escape by escape took dozens.
-	if n := testing.AllocsPerRun(3, func() { r.appendJSON(nil, nil) }); n > 2 {
+	if n := testing.AllocsPerRun(3, func() { r.AppendJSON(nil, nil) }); n > 2 {
 		t.Errorf("encoding a 1 MiB text of \"<\" took %v allocations", n)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/socket"
 )
@@ -48,11 +50,11 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	input := fs.String("input", "", `answers to what the server asks (elicitation, sampling, roots), as JSON keyed by method, e.g. {"elicitation/create":{"name":"Ann"}}`)
 	inputFile := fs.String("input-file", "", "the same, read from a file")
 	era := fs.String("era", "auto", "auto, modern, legacy, or none (plain JSON-RPC, no handshake)")
-	probeTimeout := fs.Duration("probe-timeout", mcp.DefaultProbeTimeout, "how long the server/discover probe may take")
-	allowance := fs.Duration("startup-allowance", mcp.DefaultProcessStartupAllowance,
+	probeTimeout := fs.Duration("probe-timeout", host.DefaultProbeTimeout, "how long the server/discover probe may take")
+	allowance := fs.Duration("startup-allowance", host.DefaultProcessStartupAllowance,
 		"extra time for the first probe of the freshly started server (0 when --probe-timeout is given alone)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the response (after connecting)")
-	connectTimeout := fs.Duration("connect-timeout", mcp.DefaultConnectTimeout, "how long the MCP negotiation may take")
+	connectTimeout := fs.Duration("connect-timeout", host.DefaultConnectTimeout, "how long the MCP negotiation may take")
 	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the shutdown ladder")
 	report := fs.Bool("report", false, "write a JSON report of the session to stderr")
 	logLevel := fs.String("log-level", "error", "debug, info, warn or error")
@@ -171,7 +173,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		cmd = process.Command{Path: argv[0], Args: argv[1:]}
 	}
 	transport := &client.Options{Logger: logger, Process: &process.Options{Grace: *grace, Logger: logger}}
-	rep := callReport{Era: "none", Probe: string(mcp.ProbeNone)}
+	rep := callReport{Era: "none", Probe: string(host.ProbeNone)}
 	var ctx context.Context // the call's, made once connected
 
 	var c *client.Client
@@ -205,24 +207,24 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		call = func() (json.RawMessage, error) { return c.Call(ctx, *method, p) }
 		closeSession = c.Close
 	} else {
-		start := mcp.StartServer
+		start := host.StartServer
 		if sock != nil {
-			start = func(ctx context.Context, _ process.Command, o *mcp.ClientOptions) (*mcp.Session, error) {
-				return mcp.NewClient(ctx, sock, sock, o)
+			start = func(ctx context.Context, _ process.Command, o *host.Options) (*host.Session, error) {
+				return host.NewClient(ctx, sock, sock, o)
 			}
 		}
 		if *url != "" {
-			start = func(ctx context.Context, _ process.Command, o *mcp.ClientOptions) (*mcp.Session, error) {
-				return mcp.ConnectHTTP(ctx, *url, o, &mcp.HTTPClientOptions{Token: *token})
+			start = func(ctx context.Context, _ process.Command, o *host.Options) (*host.Session, error) {
+				return streamable.Connect(ctx, *url, o, &streamable.ClientOptions{Token: *token})
 			}
 		}
-		sess, err := start(intr.ctx, cmd, &mcp.ClientOptions{
+		sess, err := start(intr.ctx, cmd, &host.Options{
 			ConnectTimeout: *connectTimeout,
 			Eras:           eras, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
 			Transport: transport, Info: mcp.Implementation{Name: "agentwire-call", Version: "1"},
 			Capabilities: in.capabilities(), OnInput: in.answer,
 		})
-		var ce *mcp.ConnectError
+		var ce *host.ConnectError
 		if errors.As(err, &ce) {
 			code := exitTransport
 			if _, ok := interruptedBy(intr.ctx); ok {

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
 	"github.com/agentwire/agentwire/process"
 )
 
@@ -133,10 +133,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on the whole run")
 	var o checkOptions
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "each wait of the shutdown ladder")
-	fs.DurationVar(&o.probeTimeout, "probe-timeout", mcp.DefaultProbeTimeout, "how long the server/discover probe may take")
-	fs.DurationVar(&o.allowance, "startup-allowance", mcp.DefaultProcessStartupAllowance,
+	fs.DurationVar(&o.probeTimeout, "probe-timeout", host.DefaultProbeTimeout, "how long the server/discover probe may take")
+	fs.DurationVar(&o.allowance, "startup-allowance", host.DefaultProcessStartupAllowance,
 		"extra time for the first probe of a freshly started server (0 when --probe-timeout is given alone)")
-	fs.DurationVar(&o.connectTimeout, "connect-timeout", mcp.DefaultConnectTimeout, "how long the whole MCP negotiation may take")
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", host.DefaultConnectTimeout, "how long the whole MCP negotiation may take")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 5*time.Second, "how long each probe waits for an answer")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 5*time.Second, "with --call-tools: how long each tool may run before it is cancelled")
 	fs.StringVar(&o.slowTool, "slow-tool", "", "a tool that takes time, for the cancellation check")
@@ -260,8 +260,8 @@ type checker struct {
 
 	// The stdio battery's server (check_stdio.go).
 	cmd      process.Command
-	mopts    *mcp.ClientOptions
-	sess     *mcp.Session
+	mopts    *host.Options
+	sess     *host.Session
 	procs    int              // server processes started with a session
 	restarts int              // fresh processes started after a fatal probe
 	lost     string           // why there is no session now: the "not run" reason

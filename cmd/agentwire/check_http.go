@@ -14,6 +14,8 @@ import (
 
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/streamable"
 )
 
 // The rules the HTTP rows cite.
@@ -202,12 +204,12 @@ func (c *checker) runHTTP(url string) {
 		{"status codes", ruleStatus}, {"header mirroring", ruleHeaders}, {"origin", ruleOrigin},
 		{"disconnect", ruleDisconnect}, {"listen", ruleListen},
 	}
-	opts := &mcp.ClientOptions{ProbeTimeout: c.opts.probeTimeout, ConnectTimeout: c.opts.connectTimeout,
+	opts := &host.Options{ProbeTimeout: c.opts.probeTimeout, ConnectTimeout: c.opts.connectTimeout,
 		Info: mcp.Implementation{Name: "agentwire-check", Version: "1"}}
-	sess, err := mcp.ConnectHTTP(c.ctx, url, opts, &mcp.HTTPClientOptions{Token: c.opts.token})
+	sess, err := streamable.Connect(c.ctx, url, opts, &streamable.ClientOptions{Token: c.opts.token})
 	if err != nil {
 		ev := err.Error()
-		var ce *mcp.ConnectError
+		var ce *host.ConnectError
 		if errors.As(err, &ce) {
 			ev = fmt.Sprintf("probe %s after %s: %v", ce.Probe, millis(ce.Duration), err)
 		}
@@ -318,7 +320,7 @@ func (c *checker) httpStatusCodes(p *httpProber, rule string) {
 		_, err := c.sess.Request(ctx, "agentwire/no-such-method", nil)
 		cancel()
 		var je *jsonrpc.Error
-		var hse *mcp.HTTPStatusError
+		var hse *streamable.HTTPStatusError
 		status := ""
 		if errors.As(err, &hse) {
 			status = fmt.Sprintf("%d ", hse.StatusCode)
@@ -438,7 +440,7 @@ func (c *checker) httpListen(rule string) {
 	ctx, cancel := c.step(c.opts.requestTimeout)
 	defer cancel()
 	t0 := time.Now()
-	sub, err := c.sess.Listen(ctx, mcp.ListenFilter{ToolsListChanged: true}, func(string, json.RawMessage) {})
+	sub, err := c.sess.Listen(ctx, host.ListenFilter{ToolsListChanged: true}, func(string, json.RawMessage) {})
 	var je *jsonrpc.Error
 	switch {
 	case err == nil:

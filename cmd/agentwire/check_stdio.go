@@ -12,6 +12,7 @@ import (
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -77,7 +78,7 @@ func (c *checker) runStdio(cmd process.Command) {
 	if allowance <= 0 {
 		allowance = -1 // none (0 would mean mcp's default)
 	}
-	c.mopts = &mcp.ClientOptions{
+	c.mopts = &host.Options{
 		ProbeTimeout: c.opts.probeTimeout, ConnectTimeout: c.opts.connectTimeout, ProcessStartupAllowance: allowance,
 		Transport: transport, Info: mcp.Implementation{Name: "agentwire-check", Version: "1"},
 	}
@@ -95,7 +96,7 @@ func (c *checker) runStdio(cmd process.Command) {
 	// A server that dies on the probe is restarted by the client (to go on
 	// in legacy); this check reports it as a failure all the same.
 	c.started = time.Now()
-	sess, err := mcp.StartServer(c.ctx, cmd, c.mopts)
+	sess, err := host.StartServer(c.ctx, cmd, c.mopts)
 	if err != nil {
 		c.eraFailed(err, probes)
 		return
@@ -104,9 +105,9 @@ func (c *checker) runStdio(cmd process.Command) {
 	evidence := fmt.Sprintf("%s %s; probe %s in %s", sess.Era(), sess.ProtocolVersion(), sess.Probe(), millis(sess.ConnectDuration()))
 	result := pass
 	switch {
-	case sess.Probe() == mcp.ProbeExit:
+	case sess.Probe() == host.ProbeExit:
 		result, evidence = fail, evidence+"; the server exited on the probe (it had to be restarted)"
-	case sess.Probe() == mcp.ProbeTimeout:
+	case sess.Probe() == host.ProbeTimeout:
 		result, evidence = warn, evidence+"; silent until initialize: every modern client waits out its probe timeout"
 	case sess.ConnectDuration() > c.opts.probeTimeout:
 		evidence += fmt.Sprintf("; slow to start: past the %v probe timeout, within the startup allowance", c.opts.probeTimeout)
@@ -143,7 +144,7 @@ func (c *checker) runStdio(cmd process.Command) {
 // eraFailed reports a connect that failed: the era row with what was seen,
 // every probe not run, and only the rows that have evidence.
 func (c *checker) eraFailed(err error, probes []stdioProbe) {
-	var ce *mcp.ConnectError
+	var ce *host.ConnectError
 	var proc *process.Process
 	evidence := "the server did not start: " + err.Error()
 	if errors.As(err, &ce) {
@@ -212,7 +213,7 @@ func (c *checker) replace(after, state string, from int) {
 	}
 	c.restarts++
 	c.started = time.Now()
-	sess, err := mcp.StartServer(c.ctx, c.cmd, c.mopts)
+	sess, err := host.StartServer(c.ctx, c.cmd, c.mopts)
 	if err != nil {
 		c.lost = fmt.Sprintf("%s, and a fresh process did not connect: %v", what, err)
 		c.add("restart", info, c.lost, ruleRestart)
@@ -293,7 +294,7 @@ func (c *checker) finish() {
 
 // closeBounded runs the shutdown ladder, which may not outlast the run:
 // past the deadline the server is killed.
-func (c *checker) closeBounded(sess *mcp.Session) process.ShutdownResult {
+func (c *checker) closeBounded(sess *host.Session) process.ShutdownResult {
 	done := make(chan process.ShutdownResult, 1)
 	go func() { done <- sess.Close() }()
 	select {
@@ -420,7 +421,7 @@ func (c *checker) health() string {
 
 // pingMethod is a cheap request in the server's era (ping is gone in
 // 2026-07-28).
-func pingMethod(sess *mcp.Session) string {
+func pingMethod(sess *host.Session) string {
 	if sess.Era() == mcp.Modern {
 		return "tools/list"
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -95,7 +96,7 @@ func (d *demo) chatty() error {
 		seen = append(seen, string(v.Line))
 		mu.Unlock()
 	}
-	sess, err := mcp.StartServer(context.Background(), d.server("--no-stdout-guard"), &mcp.ClientOptions{Transport: opts})
+	sess, err := host.StartServer(context.Background(), d.server("--no-stdout-guard"), &host.Options{Transport: opts})
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func (d *demo) crash() error {
 	opts := quiet()
 	opts.Restart = &client.RestartPolicy{MaxRestarts: 2, Backoff: 10 * time.Millisecond}
 	opts.Process = &process.Options{Grace: 300 * time.Millisecond, Stderr: io.Discard}
-	sess, err := mcp.StartServer(context.Background(), d.server(), &mcp.ClientOptions{Transport: opts})
+	sess, err := host.StartServer(context.Background(), d.server(), &host.Options{Transport: opts})
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func (d *demo) crash() error {
 	if !errors.Is(crashErr, client.ErrConnectionLost) {
 		return fmt.Errorf("crash: expected a lost connection, got %v", crashErr)
 	}
-	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, mcp.Retryable())
+	res, err := sess.CallTool(context.Background(), "search", map[string]string{"query": "stdio"}, host.Retryable())
 	if err != nil {
 		return fmt.Errorf("search after the crash: %w", err)
 	}
@@ -165,7 +166,7 @@ func (d *demo) ladder() error {
 		wg.Go(func() {
 			opts := quiet()
 			opts.Process = &process.Options{Grace: 300 * time.Millisecond}
-			sess, err := mcp.StartServer(context.Background(), d.server(k.args...), &mcp.ClientOptions{Transport: opts})
+			sess, err := host.StartServer(context.Background(), d.server(k.args...), &host.Options{Transport: opts})
 			if err != nil {
 				mu.Lock()
 				firstErr = err
@@ -190,7 +191,7 @@ func (d *demo) cancel() error {
 	var stderr lockedBuffer
 	opts := quiet()
 	opts.Process = &process.Options{Stderr: &stderr}
-	sess, err := mcp.StartServer(context.Background(), d.server(), &mcp.ClientOptions{Transport: opts})
+	sess, err := host.StartServer(context.Background(), d.server(), &host.Options{Transport: opts})
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func (d *demo) cancel() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, callErr := sess.CallTool(ctx, "slow_report", map[string]int{"steps": 40, "delay_ms": 50},
-		mcp.WithProgress(func(p, _ float64, _ string) {
+		host.WithProgress(func(p, _ float64, _ string) {
 			mu.Lock()
 			steps = int(p)
 			mu.Unlock()
@@ -239,7 +240,7 @@ func (d *demo) probe() error {
 	}
 	var rows [][]string
 	for _, k := range kinds {
-		sess, err := mcp.StartServer(context.Background(), d.server(k.args...), &mcp.ClientOptions{
+		sess, err := host.StartServer(context.Background(), d.server(k.args...), &host.Options{
 			ProbeTimeout: 500 * time.Millisecond, ProcessStartupAllowance: -1, Transport: quiet()})
 		if err != nil {
 			return err

@@ -16,6 +16,9 @@ import (
 
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/bridge"
+	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/process"
 )
 
@@ -133,7 +136,7 @@ func httpAddress(addr string) (string, error) {
 // httpOptions builds the endpoint's options: on a loopback address only
 // loopback Host names are answered (DNS rebinding), unless --allow-host
 // says otherwise. It fails when the token or a limit is bad.
-func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*mcp.HTTPOptions, error) {
+func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*streamable.Options, error) {
 	token, err := f.resolveToken()
 	if err != nil {
 		return nil, err
@@ -141,11 +144,11 @@ func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*mcp.HTTPOpti
 	if *f.maxConns < 0 || *f.maxInFlight < 0 || *f.maxBuffered < 0 || *f.idle < 0 || *f.write < 0 {
 		return nil, errors.New("--max-conns, --max-in-flight, --max-buffered-bytes, --idle-timeout and --write-timeout must not be negative")
 	}
-	o := &mcp.HTTPOptions{Token: token, AllowedOrigins: f.origins, AllowedHosts: f.hosts, Logger: logger,
+	o := &streamable.Options{Token: token, AllowedOrigins: f.origins, AllowedHosts: f.hosts, Logger: logger,
 		MaxConns: *f.maxConns, MaxInFlight: *f.maxInFlight, MaxBufferedBytes: *f.maxBuffered,
 		IdleTimeout: *f.idle, WriteTimeout: *f.write}
 	host, _, _ := net.SplitHostPort(addr)
-	if len(o.AllowedHosts) == 0 && mcp.IsLoopbackHost(host) {
+	if len(o.AllowedHosts) == 0 && streamable.IsLoopbackHost(host) {
 		o.AllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
 	}
 	return o, nil
@@ -156,7 +159,7 @@ func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*mcp.HTTPOpti
 // requests in flight. h.Serve applies the connection limits (cap, header
 // and idle timeouts, header size); the descriptors they are sized by are
 // the hard limit, to which Go raises the soft RLIMIT_NOFILE at start.
-func serveHTTP(what, addr string, h *mcp.HTTPHandler, stderr io.Writer, logger *slog.Logger, intr *interrupts) int {
+func serveHTTP(what, addr string, h *streamable.Handler, stderr io.Writer, logger *slog.Logger, intr *interrupts) int {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "agentwire %s: %v\n", what, err)
@@ -164,7 +167,7 @@ func serveHTTP(what, addr string, h *mcp.HTTPHandler, stderr io.Writer, logger *
 	}
 	// The endpoint's URL goes to stderr, so that a caller that asked for
 	// port 0 learns the port.
-	fmt.Fprintf(stderr, "agentwire %s: serving MCP over Streamable HTTP at http://%s%s\n", what, ln.Addr(), mcp.DefaultPath)
+	fmt.Fprintf(stderr, "agentwire %s: serving MCP over Streamable HTTP at http://%s%s\n", what, ln.Addr(), streamable.DefaultPath)
 	served := make(chan error, 1)
 	go func() { served <- h.Serve(ln) }()
 	select {
@@ -224,7 +227,7 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	// second one cuts the HTTP shutdown short and kills the server's group.
 	intr := watchInterrupts()
 	defer intr.stop()
-	sess, err := mcp.StartServer(intr.ctx, process.Command{Path: argv[0], Args: argv[1:]}, &mcp.ClientOptions{
+	sess, err := host.StartServer(intr.ctx, process.Command{Path: argv[0], Args: argv[1:]}, &host.Options{
 		Info: mcp.Implementation{Name: "agentwire-bridge", Version: "1"},
 		Transport: &client.Options{
 			Logger:  logger,
@@ -256,6 +259,6 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	logger.Info("bridging", "server", argv[0], "era", sess.Era(), "version", sess.ProtocolVersion())
-	h := mcp.NewBridge(sess).HTTPHandler(opts)
+	h := streamable.NewHandler(bridge.New(sess), opts)
 	return serveHTTP("bridge", listenAddr, h, stderr, logger, intr)
 }

@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/streamable"
 )
 
 // Bad combinations of the HTTP flags are usage errors (exit 2), never
@@ -117,12 +118,12 @@ func TestServeMCPOverHTTP(t *testing.T) {
 		t.Errorf("foreign Host: %d", resp.StatusCode)
 	}
 
-	sess, err := mcp.ConnectHTTP(context.Background(), url, nil, nil)
+	sess, err := streamable.Connect(context.Background(), url, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	sub, err := sess.Listen(context.Background(), mcp.ListenFilter{ToolsListChanged: true}, nil)
+	sub, err := sess.Listen(context.Background(), host.ListenFilter{ToolsListChanged: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

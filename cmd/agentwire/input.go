@@ -24,7 +24,7 @@ import (
 // form (elicitation/create), a model's reply (sampling/createMessage), the
 // client's roots (roots/list). In the legacy era these are the server's
 // own requests; in 2026-07-28 they come back in an input_required result
-// and the request is retried with the answers (mcp.ClientOptions.OnInput
+// and the request is retried with the answers (host.Options.OnInput
 // does both). Answers come from --input/--input-file, else from the user
 // when stdin is a terminal; a request neither answers ends the call with
 // exitInput and a message saying how to answer it.
@@ -136,7 +136,7 @@ func (ci *callInput) capabilities() map[string]any {
 // errUnanswered is what the server is told of a request nothing answered.
 var errUnanswered = errors.New("no answer for the server's request")
 
-// answer is mcp.ClientOptions.OnInput.
+// answer is host.Options.OnInput.
 func (ci *callInput) answer(ctx context.Context, req mcp.InputRequest) (any, error) {
 	raw, _ := json.Marshal(req.Params)
 	ci.mu.Lock()

@@ -14,6 +14,8 @@ import (
 	"github.com/agentwire/agentwire/internal/acpdemo"
 	"github.com/agentwire/agentwire/internal/seedserver"
 	"github.com/agentwire/agentwire/mcp"
+	mcpserver "github.com/agentwire/agentwire/mcp/server"
+	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/rpc"
 	"github.com/agentwire/agentwire/socket"
 	"github.com/agentwire/agentwire/stdio"
@@ -116,8 +118,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		o.Conn = base
 		// Over a network, no client may end the server: crash only when
 		// asked for.
-		so := mcp.ServerOptions{Logger: logger, Eras: eras}
-		h := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools}).HTTPHandler(o)
+		so := mcpserver.Options{Logger: logger, Eras: eras}
+		h := streamable.NewHandler(seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools}), o)
 		intr := watchInterrupts()
 		defer intr.stop()
 		return serveHTTP("serve mcp", addr, h, stderr, logger, intr)
@@ -143,7 +145,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	case "acp":
 		conn, err = acp.ServeStdio(acpdemo.New(), &acp.Options{MaxBackground: *maxBackground, ShutdownGrace: *grace, Logger: logger}, base)
 	case "mcp":
-		so := mcp.ServerOptions{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
+		so := mcpserver.Options{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
 		if *ignoreTerm {
 			signal.Ignore(syscall.SIGTERM)
 		}
@@ -187,7 +189,7 @@ func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base 
 	case "echo":
 		newConn = func() (rpc.Handler, *rpc.Options) { return echo.Handler(), echo.Options(base) }
 	case "mcp":
-		so := mcp.ServerOptions{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
+		so := mcpserver.Options{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
 		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet})
 		newConn = func() (rpc.Handler, *rpc.Options) { return srv.Handler(), srv.ConnOptions(base) }
 	case "acp":

@@ -17,6 +17,8 @@ import (
 
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/process"
 )
 
@@ -26,7 +28,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	opts := &mcp.ClientOptions{
+	opts := &host.Options{
 		Info: mcp.Implementation{Name: "example-host", Version: "1"},
 		// Answers a server that asks for input (either era).
 		Capabilities: map[string]any{"elicitation": map[string]any{}},
@@ -38,12 +40,12 @@ func main() {
 			Restart: &client.RestartPolicy{MaxRestarts: 3}, // read-only calls survive a crash
 		},
 	}
-	var sess *mcp.Session
+	var sess *host.Session
 	var err error
 	if *url != "" {
-		sess, err = mcp.ConnectHTTP(ctx, *url, opts, nil)
+		sess, err = streamable.Connect(ctx, *url, opts, nil)
 	} else if flag.NArg() > 0 {
-		sess, err = mcp.StartServer(ctx, process.Command{Path: flag.Arg(0), Args: flag.Args()[1:]}, opts)
+		sess, err = host.StartServer(ctx, process.Command{Path: flag.Arg(0), Args: flag.Args()[1:]}, opts)
 	} else {
 		log.Fatal("usage: host -- CMD [ARGS...]  or  host -url URL")
 	}
@@ -64,7 +66,7 @@ func main() {
 		fmt.Printf("tool %s: %s\n", t.Name, t.Description)
 	}
 	res, err := sess.CallTool(ctx, "forecast", map[string]any{"city": "Oslo", "days": 3},
-		mcp.WithProgress(func(p, total float64, msg string) { fmt.Printf("  progress %v/%v %s\n", p, total, msg) }))
+		host.WithProgress(func(p, total float64, msg string) { fmt.Printf("  progress %v/%v %s\n", p, total, msg) }))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/server"
+	"github.com/agentwire/agentwire/mcp/streamable"
 )
 
 type forecastArgs struct {
@@ -28,14 +30,14 @@ type forecastArgs struct {
 	Days int    `json:"days,omitempty" description:"how many days ahead (default 1)"`
 }
 
-func newServer() *mcp.Server {
-	s := mcp.NewServer(mcp.Implementation{Name: "weather", Version: "1.0.0"}, &mcp.ServerOptions{
+func newServer() *server.Server {
+	s := server.New(mcp.Implementation{Name: "weather", Version: "1.0.0"}, &server.Options{
 		Instructions: "Weather forecasts for any city.",
 	})
 
 	// A tool: the input schema is inferred from forecastArgs.
-	mcp.AddTool(s, mcp.Tool{Name: "forecast", Description: "Forecasts the weather in a city."},
-		func(ctx context.Context, req *mcp.ToolRequest, in forecastArgs) (*mcp.ToolResult, error) {
+	server.AddTool(s, mcp.Tool{Name: "forecast", Description: "Forecasts the weather in a city."},
+		func(ctx context.Context, req *server.ToolRequest, in forecastArgs) (*mcp.ToolResult, error) {
 			if in.City == "" {
 				return mcp.ErrorResult("which city?"), nil // an error the model can read
 			}
@@ -56,14 +58,14 @@ func newServer() *mcp.Server {
 
 	// A resource.
 	s.AddResource(mcp.Resource{URI: "weather://stations", Name: "stations", Description: "The weather stations.", MIMEType: "text/plain"},
-		func(context.Context, *mcp.ReadRequest) ([]mcp.ResourceContents, error) {
+		func(context.Context, *server.ReadRequest) ([]mcp.ResourceContents, error) {
 			return []mcp.ResourceContents{{URI: "weather://stations", MIMEType: "text/plain", Text: "Oslo\nLima\nPerth"}}, nil
 		})
 
 	// A prompt.
 	s.AddPrompt(mcp.Prompt{Name: "plan_trip", Description: "Plans a trip around the weather.",
 		Arguments: []mcp.PromptArgument{{Name: "city", Description: "Where to go", Required: true}}},
-		func(_ context.Context, req *mcp.PromptRequest) (*mcp.PromptResult, error) {
+		func(_ context.Context, req *server.PromptRequest) (*mcp.PromptResult, error) {
 			return &mcp.PromptResult{Messages: []mcp.PromptMessage{{Role: "user",
 				Content: mcp.Text("Plan a day in " + strings.TrimSpace(req.Arguments["city"]) + " around the forecast.")}}}, nil
 		})
@@ -87,7 +89,7 @@ func main() {
 	if !strings.Contains(*addr, ":") {
 		*addr = "127.0.0.1:" + *addr // local servers bind loopback
 	}
-	h := s.HTTPHandler(&mcp.HTTPOptions{AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}})
+	h := streamable.NewHandler(s, &streamable.Options{AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		log.Fatal(err)
@@ -103,7 +105,7 @@ func main() {
 		h.Shutdown(sctx) // stops Serve, ends listen streams, waits for requests in flight
 	}()
 	fmt.Fprintf(os.Stderr, "serving MCP at http://%s/mcp\n", ln.Addr())
-	// Serve applies the connection limits of HTTPOptions (a cap,
+	// Serve applies the connection limits of streamable.Options (a cap,
 	// header and idle timeouts); the handler applies the request limits.
 	if err := h.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)

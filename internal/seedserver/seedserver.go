@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/fixtures"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/server"
 )
 
 // Version is the server's version in serverInfo.
@@ -21,7 +22,7 @@ const Version = "1.0.0"
 
 // Options selects the server's behaviour.
 type Options struct {
-	Server mcp.ServerOptions
+	Server server.Options
 	// Stderr receives the notes tools write (slow_report's cancellation
 	// note, crash's last words). Nil means os.Stderr.
 	Stderr io.Writer
@@ -50,7 +51,7 @@ type reportArgs struct {
 }
 
 // New returns the example server.
-func New(opts Options) *mcp.Server {
+func New(opts Options) *server.Server {
 	stderr := opts.Stderr
 	if stderr == nil {
 		stderr = os.Stderr
@@ -59,17 +60,17 @@ func New(opts Options) *mcp.Server {
 	if exit == nil {
 		exit = os.Exit
 	}
-	s := mcp.NewServer(mcp.Implementation{Name: "agentwire-seed", Version: Version}, &opts.Server)
+	s := server.New(mcp.Implementation{Name: "agentwire-seed", Version: Version}, &opts.Server)
 
-	mcp.AddTool(s, mcp.Tool{Name: "echo", Description: "Echoes its text."},
-		func(_ context.Context, _ *mcp.ToolRequest, in echoArgs) (*mcp.ToolResult, error) {
+	server.AddTool(s, mcp.Tool{Name: "echo", Description: "Echoes its text."},
+		func(_ context.Context, _ *server.ToolRequest, in echoArgs) (*mcp.ToolResult, error) {
 			return mcp.TextResult(in.Text), nil
 		})
 
-	mcp.AddTool(s, mcp.Tool{Name: "search", Description: "Searches a small fixed catalogue. Read-only: safe to retry.",
+	server.AddTool(s, mcp.Tool{Name: "search", Description: "Searches a small fixed catalogue. Read-only: safe to retry.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: mcp.Hint(true), IdempotentHint: mcp.Hint(true),
 			DestructiveHint: mcp.Hint(false), OpenWorldHint: mcp.Hint(false)}},
-		func(_ context.Context, _ *mcp.ToolRequest, in searchArgs) (*mcp.ToolResult, error) {
+		func(_ context.Context, _ *server.ToolRequest, in searchArgs) (*mcp.ToolResult, error) {
 			var hits []string
 			for _, item := range catalogue {
 				if strings.Contains(strings.ToLower(item), strings.ToLower(in.Query)) {
@@ -82,8 +83,8 @@ func New(opts Options) *mcp.Server {
 			}, nil
 		})
 
-	mcp.AddTool(s, mcp.Tool{Name: "slow_report", Description: "Writes a report step by step; reports progress when asked and stops when cancelled."},
-		func(ctx context.Context, req *mcp.ToolRequest, in reportArgs) (*mcp.ToolResult, error) {
+	server.AddTool(s, mcp.Tool{Name: "slow_report", Description: "Writes a report step by step; reports progress when asked and stops when cancelled."},
+		func(ctx context.Context, req *server.ToolRequest, in reportArgs) (*mcp.ToolResult, error) {
 			if in.Steps <= 0 {
 				return mcp.ErrorResult("steps must be positive"), nil
 			}
@@ -111,7 +112,7 @@ func New(opts Options) *mcp.Server {
 		})
 
 	s.AddTool(mcp.Tool{Name: "chatty", Description: "Looks things up, and leaves a debug print to stdout behind."},
-		func(context.Context, *mcp.ToolRequest) (*mcp.ToolResult, error) {
+		func(context.Context, *server.ToolRequest) (*mcp.ToolResult, error) {
 			// The classic mistake of a stdio server: a print to stdout. With the
 			// stdout guard it lands on stderr; without it, it corrupts
 			// the protocol stream and the client must cope.
@@ -121,7 +122,7 @@ func New(opts Options) *mcp.Server {
 
 	if !opts.OmitCrash {
 		s.AddTool(mcp.Tool{Name: "crash", Description: "Exits the server with status 3 in the middle of the call."},
-			func(context.Context, *mcp.ToolRequest) (*mcp.ToolResult, error) {
+			func(context.Context, *server.ToolRequest) (*mcp.ToolResult, error) {
 				fmt.Fprintln(stderr, "crash: exiting with status 3 in the middle of a call")
 				exit(3)
 				return nil, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/seedserver"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/server"
 	"github.com/agentwire/agentwire/stdio"
 )
 
@@ -114,10 +115,10 @@ func record(line string) {
 	}
 }
 
-func toolsServer() *mcp.Server {
-	s := mcp.NewServer(mcp.Implementation{Name: "testserver-tools", Version: "1"}, nil)
-	destructive := func(name string) mcp.ToolHandler {
-		return func(context.Context, *mcp.ToolRequest) (*mcp.ToolResult, error) {
+func toolsServer() *server.Server {
+	s := server.New(mcp.Implementation{Name: "testserver-tools", Version: "1"}, nil)
+	destructive := func(name string) server.ToolHandler {
+		return func(context.Context, *server.ToolRequest) (*mcp.ToolResult, error) {
 			record(name)
 			return mcp.TextResult(name + " done"), nil
 		}
@@ -137,7 +138,7 @@ func toolsServer() *mcp.Server {
 			"limit": {"anyOf": [{"type": "integer", "minimum": 3}, {"type": "string"}]},
 			"filter": {"type": "object", "required": ["field"], "properties": {"field": {"type": "string", "minLength": 12}}}
 		}}`)},
-		func(_ context.Context, req *mcp.ToolRequest) (*mcp.ToolResult, error) {
+		func(_ context.Context, req *server.ToolRequest) (*mcp.ToolResult, error) {
 			var in struct {
 				Kind   string   `json:"kind"`
 				Tags   []string `json:"tags"`
@@ -155,13 +156,13 @@ func toolsServer() *mcp.Server {
 			return mcp.TextResult("found nothing"), nil
 		})
 	s.AddTool(mcp.Tool{Name: "slow_lookup", Description: "Looks up until cancelled.", Annotations: ro},
-		func(ctx context.Context, _ *mcp.ToolRequest) (*mcp.ToolResult, error) {
+		func(ctx context.Context, _ *server.ToolRequest) (*mcp.ToolResult, error) {
 			<-ctx.Done()
 			record("slow_lookup cancelled")
 			return nil, ctx.Err()
 		})
 	s.AddTool(mcp.Tool{Name: "ask_user", Description: "Asks the user first.", Annotations: ro},
-		func(ctx context.Context, req *mcp.ToolRequest) (*mcp.ToolResult, error) {
+		func(ctx context.Context, req *server.ToolRequest) (*mcp.ToolResult, error) {
 			r, err := req.Elicit(ctx, "confirm", "Look it up?", map[string]any{"type": "object", "properties": map[string]any{}})
 			if err != nil {
 				return nil, err

@@ -47,6 +47,7 @@ import (
 	"github.com/agentwire/agentwire/internal/seedserver"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/server"
 	"github.com/agentwire/agentwire/rpc"
 	"github.com/agentwire/agentwire/stdio"
 )
@@ -197,7 +198,7 @@ func serve(mode string) int {
 		conn.Wait()
 		return 0
 	case "mcp-probe-exit", "mcp-reply-exit":
-		srv := seedserver.New(seedserver.Options{Server: mcp.ServerOptions{Eras: mcp.LegacyOnly}})
+		srv := seedserver.New(seedserver.Options{Server: server.Options{Eras: mcp.LegacyOnly}})
 		inner := srv.Handler()
 		initialized := false
 		h := rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/streamable"
 )
 
 func main() {
@@ -38,7 +40,7 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 
-	opts := &mcp.ClientOptions{
+	opts := &host.Options{
 		Info:         mcp.Implementation{Name: "agentwire-conformance-client", Version: "1.0.0"},
 		Capabilities: map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}, "roots": map[string]any{"listChanged": true}},
 		OnInput:      answer,
@@ -50,7 +52,7 @@ func run() error {
 	case version != "":
 		opts.LegacyVersion = version
 	}
-	sess, err := mcp.ConnectHTTP(ctx, url, opts, nil)
+	sess, err := streamable.Connect(ctx, url, opts, nil)
 	if err != nil {
 		return err
 	}
@@ -147,7 +149,7 @@ func answer(_ context.Context, req mcp.InputRequest) (any, error) {
 	return nil, fmt.Errorf("cannot serve %s", req.Method)
 }
 
-func standardHeaders(ctx context.Context, sess *mcp.Session, tools []mcp.Tool) error {
+func standardHeaders(ctx context.Context, sess *host.Session, tools []mcp.Tool) error {
 	if len(tools) > 0 {
 		if _, err := sess.CallTool(ctx, tools[0].Name, nil); err != nil {
 			return err
@@ -174,7 +176,7 @@ func standardHeaders(ctx context.Context, sess *mcp.Session, tools []mcp.Tool) e
 	return nil
 }
 
-func customHeaders(ctx context.Context, sess *mcp.Session) error {
+func customHeaders(ctx context.Context, sess *host.Session) error {
 	var c struct {
 		ToolCalls []struct {
 			Name      string          `json:"name"`

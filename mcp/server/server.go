@@ -1,0 +1,866 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/agentwire/agentwire/mcp"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/rpc"
+	"github.com/agentwire/agentwire/stdio"
+)
+
+// Options configures a Server. The zero value (or nil) is a dual-era
+// server with no caching.
+type Options struct {
+	// Eras is which eras the server serves. Default BothEras: each
+	// request is served in the era it speaks.
+	Eras mcp.Eras
+	// LegacySilent makes a legacy server answer nothing at all before
+	// initialize (a silent legacy server; some fastmcp servers
+	// behave so). Only for testing clients.
+	LegacySilent bool
+	// Instructions is returned by server/discover and initialize.
+	Instructions string
+	// CacheTTL is the ttlMs of cacheable results (server/discover,
+	// tools/list). Default 0: do not cache.
+	CacheTTL time.Duration
+	// Logger receives diagnostics. Nil means slog.Default().
+	Logger *slog.Logger
+	// PageSize is the most items a list result holds; the rest follow
+	// through nextCursor. Default 0: everything in one page.
+	PageSize int
+	// StateKey signs the requestState of multi-round-trip requests (see
+	// ToolRequest.SetState). Nil means a random key per Server; give every
+	// instance behind a load balancer the same key, so that a retry may
+	// land on any of them.
+	StateKey []byte
+}
+
+// ToolHandler serves one tool. A returned *jsonrpc.Error becomes a protocol
+// error; any other error becomes a result with IsError set, which the model
+// can read (tool execution errors belong in the result).
+type ToolHandler func(ctx context.Context, req *ToolRequest) (*mcp.ToolResult, error)
+
+type registeredTool struct {
+	tool    mcp.Tool
+	handler ToolHandler
+	headers map[string]string // argument -> Mcp-Param- header name (x-mcp-header)
+}
+
+// Server is an MCP server: its tools and how it speaks both eras. One
+// Server serves any number of connections; each connection gets its own
+// handler from Handler (legacy state lives per connection).
+type Server struct {
+	info mcp.Implementation
+	opts Options
+
+	mu      sync.Mutex
+	tools   registry[*registeredTool]
+	changed chan struct{} // closed and replaced whenever the tool set changes
+
+	// modernSuffix is what every 2026-07-28 result ends with: resultType
+	// and the server's identity in _meta, encoded once.
+	modernSuffix []byte
+
+	resources    registry[*registeredResource]
+	templates    []*registeredTemplate
+	resourceSubs map[*rpc.Conn]map[string]bool // legacy resources/subscribe
+	prompts      registry[*registeredPrompt]
+	completion   CompletionHandler
+	randomKey    []byte                   // StateKey's default
+	changes      map[string]chan struct{} // prompts, resources: closed at a change
+	updates      map[chan string]struct{} // listen streams' resource updates
+}
+
+// New returns a server that introduces itself as info.
+func New(info mcp.Implementation, opts *Options) *Server {
+	s := &Server{info: info, changed: make(chan struct{})}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Logger == nil {
+		s.opts.Logger = slog.Default()
+	}
+	meta, _ := json.Marshal(map[string]any{mcp.MetaServerInfo: s.info})
+	s.modernSuffix = append([]byte(`"resultType":"complete","_meta":`), meta...)
+	return s
+}
+
+// AddTool registers (or replaces) a tool. A nil InputSchema means
+// {"type":"object"}. Connections subscribed to tool-list changes are told.
+func (s *Server) AddTool(t mcp.Tool, h ToolHandler) {
+	if len(t.InputSchema) == 0 {
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	s.mu.Lock()
+	headers, _ := mcp.SchemaHeaders(t.InputSchema) // invalid annotations: no header checks
+	s.tools.put(t.Name, &registeredTool{tool: t, handler: h, headers: headers})
+	s.notifyChangedLocked()
+	s.mu.Unlock()
+}
+
+// RemoveTool unregisters a tool.
+func (s *Server) RemoveTool(name string) {
+	s.mu.Lock()
+	if s.tools.remove(name) {
+		s.notifyChangedLocked()
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) notifyChangedLocked() { s.notifyLocked(kindTools) }
+
+func (s *Server) toolsChanged() <-chan struct{} { return s.changedCh(kindTools) }
+
+// The lists whose changes are announced.
+const (
+	kindTools     = "tools"
+	kindPrompts   = "prompts"
+	kindResources = "resources"
+)
+
+// changedCh returns a channel closed at the next change of a list.
+func (s *Server) changedCh(kind string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kind == kindTools {
+		return s.changed
+	}
+	if s.changes == nil {
+		s.changes = map[string]chan struct{}{}
+	}
+	ch, ok := s.changes[kind]
+	if !ok {
+		ch = make(chan struct{})
+		s.changes[kind] = ch
+	}
+	return ch
+}
+
+func (s *Server) notifyLocked(kind string) {
+	if kind == kindTools {
+		close(s.changed)
+		s.changed = make(chan struct{})
+		return
+	}
+	if ch, ok := s.changes[kind]; ok {
+		close(ch)
+		delete(s.changes, kind)
+	}
+}
+
+// AddTool registers a tool whose arguments are decoded into In. When the
+// tool has no InputSchema, one is inferred from In (see SchemaFor).
+//
+// The arguments are checked against the InputSchema the tool publishes
+// before h runs: required members, types, properties and items at any
+// depth, additionalProperties, enum and const; other keywords are not
+// checked.
+// Arguments that do not conform, or do not decode into In, are answered
+// with an error result (isError) that says what was wrong, one sentence
+// per problem, so that the model can correct its call; h is not called.
+func AddTool[In any](s *Server, t mcp.Tool, h func(ctx context.Context, req *ToolRequest, in In) (*mcp.ToolResult, error)) {
+	if len(t.InputSchema) == 0 {
+		var zero In
+		t.InputSchema = mcp.SchemaFor(zero)
+	}
+	schema := compileArgSchema(t.InputSchema)
+	s.AddTool(t, func(ctx context.Context, req *ToolRequest) (*mcp.ToolResult, error) {
+		var in In
+		args := req.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		if schema != nil {
+			if problems := schema.check(args); len(problems) > 0 {
+				return mcp.ErrorResult(fmt.Sprintf("invalid arguments for %s: %s.", t.Name, strings.Join(problems, "; "))), nil
+			}
+		}
+		if err := json.Unmarshal(args, &in); err != nil {
+			return mcp.ErrorResult(fmt.Sprintf("invalid arguments for %s: %v", t.Name, err)), nil
+		}
+		return h(ctx, req, in)
+	})
+}
+
+// ConnOptions returns the connection options an MCP server needs on top of
+// base: initialize is a barrier (guarantees C2, E1), batches are rejected (MCP >=
+// 2025-06-18), and notifications/cancelled silences the request.
+func (s *Server) ConnOptions(base *rpc.Options) *rpc.Options {
+	var o rpc.Options
+	if base != nil {
+		o = *base
+	}
+	o.IsBarrier = func(m string) bool { return m == mcp.MethodInitialize }
+	o.RejectBatches = true
+	o.Cancel = []rpc.CancelMethod{rpc.MCPCancel}
+	return &o
+}
+
+// exchangeHandler serves one Streamable HTTP request (streamable.Handler):
+// legacy requests as if initialize had happened at their header's
+// version, with no list-change watcher (there is no stream to send on).
+func (s *Server) ExchangeHandler(r *mcp.Routed) rpc.Handler {
+	return &session{srv: s, forceModern: r.Era == mcp.Modern, legacyVersion: r.Version, initialized: true, watching: true}
+}
+
+func (s *Server) ExchangeOptions(base *rpc.Options) *rpc.Options { return s.ConnOptions(base) }
+
+func (s *Server) Eras() mcp.Eras { return s.opts.Eras }
+
+func (s *Server) HeaderParams(tool string) map[string]string {
+	if t := s.tool(tool); t != nil {
+		return t.headers
+	}
+	return nil
+}
+
+// Handler returns a handler for one connection.
+func (s *Server) Handler() rpc.Handler { return &session{srv: s} }
+
+// ServeStdio serves one connection on the process's stdin and stdout (with
+// the stdout guard unless cfg says otherwise).
+func (s *Server) ServeStdio(cfg *stdio.Config, base *rpc.Options) (*rpc.Conn, error) {
+	return stdio.Serve(s.Handler(), s.ConnOptions(base), cfg)
+}
+
+// capabilities declares what the server has: tools always; resources,
+// prompts and completions once registered; logging and resource
+// subscriptions only to legacy clients (2026-07-28 removed both methods).
+func (s *Server) capabilities(modern bool) map[string]any {
+	c := map[string]any{"tools": map[string]any{"listChanged": true}}
+	if s.hasResources() {
+		// Legacy: resources/subscribe; 2026-07-28: resourceSubscriptions
+		// on subscriptions/listen.
+		c["resources"] = map[string]any{"subscribe": true, "listChanged": true}
+	}
+	if s.hasPrompts() {
+		c["prompts"] = map[string]any{"listChanged": true}
+	}
+	s.mu.Lock()
+	if s.completion != nil {
+		c["completions"] = map[string]any{}
+	}
+	s.mu.Unlock()
+	if !modern {
+		c["logging"] = map[string]any{}
+	}
+	return c
+}
+
+func (s *Server) listTools() []mcp.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return list(&s.tools, func(t *registeredTool) mcp.Tool { return t.tool })
+}
+
+func (s *Server) tool(name string) *registeredTool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, _ := s.tools.get(name)
+	return t
+}
+
+// toolBytes is tool for a name still in the request's bytes (the map
+// lookup does not copy them).
+func (s *Server) toolBytes(name []byte) *registeredTool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, _ := s.tools.get(string(name))
+	return t
+}
+
+// session is the per-connection handler. Modern requests are served
+// statelessly; legacy state (initialized, the negotiated version) is scoped
+// to the connection. Answering server/discover pins nothing: a client may
+// probe and then fall back to initialize on the same pipe (guarantee E1).
+type session struct {
+	srv *Server
+	// forceModern: the HTTP request's header said modern, so a request
+	// without _meta is malformed rather than legacy.
+	forceModern bool
+
+	mu            sync.Mutex
+	initialized   bool
+	legacyVersion string
+	watching      bool
+	logLevel      string          // legacy logging/setLevel; "info" until set
+	clientCaps    json.RawMessage // legacy: what initialize declared
+}
+
+func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	if req.IsNotification() {
+		ss.notification(req)
+		return nil, nil
+	}
+	if n := mcp.RoutedOf(req.Note()); n != nil {
+		// Over HTTP the route has parsed the params and decided the era.
+		if n.Era == mcp.Modern {
+			return ss.modern(ctx, req, &n.Params)
+		}
+		return ss.legacy(ctx, req, &n.Params)
+	}
+	// On a stream this is the one place a request's era is decided: its
+	// _meta says modern, anything else is legacy (guarantee E1).
+	var p mcp.RequestParams
+	mcp.ParseRequestParams(req.Params, &p)
+	if ss.forceModern || (p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Eras != mcp.LegacyOnly) {
+		return ss.modern(ctx, req, &p)
+	}
+	return ss.legacy(ctx, req, &p)
+}
+
+func (ss *session) notification(req *rpc.Request) {
+	if req.Method == mcp.MethodInitialized {
+		ss.mu.Lock()
+		ss.initialized = ss.initialized || ss.legacyVersion != ""
+		ss.mu.Unlock()
+	}
+	// Anything else a client may send (notifications/cancelled is handled
+	// by the connection) needs no answer.
+}
+
+// ----- modern (2026-07-28) -----
+
+func (ss *session) modern(ctx context.Context, req *rpc.Request, p *mcp.RequestParams) (any, error) {
+	version, err := mcp.CheckModernMeta(p.Meta)
+	if err != nil {
+		return nil, err
+	}
+	s := ss.srv
+	switch req.Method {
+	case mcp.MethodDiscover:
+		r := map[string]any{
+			"supportedVersions": mcp.SupportedVersions(s.opts.Eras),
+			"capabilities":      s.capabilities(true),
+			"ttlMs":             s.opts.CacheTTL.Milliseconds(),
+			"cacheScope":        mcp.CacheScopePublic,
+		}
+		if s.opts.Instructions != "" {
+			r["instructions"] = s.opts.Instructions
+		}
+		return ss.modernResult(r), nil
+	case mcp.MethodToolsList:
+		r, err := paged("tools", s.listTools(), p.Cursor, s.opts.PageSize)
+		if err != nil {
+			return nil, err
+		}
+		r["ttlMs"], r["cacheScope"] = s.opts.CacheTTL.Milliseconds(), mcp.CacheScopePublic
+		return ss.modernResult(r), nil
+	case mcp.MethodToolsCall:
+		return ss.callTool(ctx, req, p, version)
+	case mcp.MethodListen:
+		return ss.listen(ctx, req)
+	}
+	if res, err, ok := ss.feature(ctx, req, p, version); ok {
+		if err != nil {
+			return nil, err
+		}
+		r := ss.modernResult(res)
+		if slices.Contains(mcp.CacheableMethods, req.Method) {
+			r["ttlMs"] = s.opts.CacheTTL.Milliseconds()
+			r["cacheScope"] = mcp.CacheScopePublic
+		}
+		return r, nil
+	}
+	// Say why: a feature this server lacks is not a method the version
+	// lacks (resources/list is part of 2026-07-28 all the same).
+	why := ""
+	switch req.Method {
+	case "resources/list", "resources/templates/list", "resources/read":
+		why = " (this server offers no resources)"
+	case "prompts/list", "prompts/get":
+		why = " (this server offers no prompts)"
+	case "completion/complete":
+		why = " (this server offers no completions)"
+	}
+	if slices.Contains(mcp.RemovedInModern, req.Method) {
+		why = " (not available in protocol version " + version + ")"
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s%s", req.Method, why)
+}
+
+// modernResult adds what every 2026-07-28 result carries: resultType and
+// the server's identity in _meta.
+func (ss *session) modernResult(v any) map[string]any {
+	var r map[string]any
+	switch x := v.(type) {
+	case map[string]any:
+		r = x
+	default:
+		b, _ := json.Marshal(x)
+		json.Unmarshal(b, &r)
+	}
+	if _, ok := r["resultType"]; !ok {
+		r["resultType"] = mcp.ResultTypeComplete
+	}
+	r["_meta"] = map[string]any{mcp.MetaServerInfo: ss.srv.info}
+	return r
+}
+
+type listenParams struct {
+	Notifications struct {
+		ToolsListChanged      bool     `json:"toolsListChanged"`
+		PromptsListChanged    bool     `json:"promptsListChanged"`
+		ResourcesListChanged  bool     `json:"resourcesListChanged"`
+		ResourceSubscriptions []string `json:"resourceSubscriptions"`
+	} `json:"notifications"`
+}
+
+// listen serves subscriptions/listen (guarantee E6): the acknowledgment first,
+// then every notification it asked for (of those this server has) with the
+// subscription id, until the client cancels (no response), or input ends
+// (the graceful final result).
+func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
+	var p listenParams
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		return nil, mcp.InvalidParams("invalid params: %v", err)
+	}
+	// A stream lives until it is cancelled: it gives back its handler slot
+	// and counts against the connection's stream budget, so that listen
+	// streams cannot starve ordinary requests.
+	if err := req.Detach(); err != nil {
+		return nil, err
+	}
+	// What an open stream keeps is kept small (a server may hold
+	// thousands): the _meta every notification carries is encoded once,
+	// and the maps of the acknowledgment and the final result are made
+	// when they are sent.
+	subMeta := json.RawMessage(`{"` + mcp.MetaSubscriptionID + `":` + string(req.ID) + `}`)
+	onlyMeta := json.RawMessage(`{"_meta":` + string(subMeta) + `}`)
+	honored := map[string]any{}
+	// The channels are taken before the acknowledgment, so a change right
+	// after it is not missed.
+	var changed, prompts, resources <-chan struct{}
+	var updates chan string
+	if p.Notifications.ToolsListChanged {
+		honored["toolsListChanged"] = true
+		changed = ss.srv.toolsChanged()
+	}
+	if p.Notifications.PromptsListChanged && ss.srv.hasPrompts() {
+		honored["promptsListChanged"] = true
+		prompts = ss.srv.changedCh(kindPrompts)
+	}
+	if ss.srv.hasResources() {
+		if p.Notifications.ResourcesListChanged {
+			honored["resourcesListChanged"] = true
+			resources = ss.srv.changedCh(kindResources)
+		}
+		if len(p.Notifications.ResourceSubscriptions) > 0 {
+			honored["resourceSubscriptions"] = p.Notifications.ResourceSubscriptions
+			updates = ss.srv.watchUpdates()
+			defer ss.srv.unwatchUpdates(updates)
+		}
+	}
+	if err := req.Notify(mcp.MethodAcknowledged, map[string]any{"_meta": subMeta, "notifications": honored}); err != nil {
+		return nil, err
+	}
+	honored = nil
+	final := func() any { return map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": subMeta} }
+	for {
+		select {
+		case <-changed:
+			// Changes that land before the next notification is sent are
+			// covered by it: the client lists the tools again anyway.
+			changed = ss.srv.toolsChanged()
+			if err := req.Notify(mcp.MethodToolsListChanged, onlyMeta); err != nil {
+				return nil, err
+			}
+		case <-prompts:
+			prompts = ss.srv.changedCh(kindPrompts)
+			if err := req.Notify("notifications/prompts/list_changed", onlyMeta); err != nil {
+				return nil, err
+			}
+		case <-resources:
+			resources = ss.srv.changedCh(kindResources)
+			if err := req.Notify("notifications/resources/list_changed", onlyMeta); err != nil {
+				return nil, err
+			}
+		case uri := <-updates:
+			if slices.Contains(p.Notifications.ResourceSubscriptions, uri) {
+				if err := req.Notify("notifications/resources/updated", map[string]any{"uri": uri, "_meta": subMeta}); err != nil {
+					return nil, err
+				}
+			}
+		case <-req.Conn().InputDone():
+			return final(), nil
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), rpc.ErrCancelledByPeer) {
+				return nil, ctx.Err() // silenced: nothing more is written
+			}
+			return final(), nil
+		}
+	}
+}
+
+// feature serves the methods both eras share beyond tools: resources,
+// prompts and completion; ok is false for any other method, and for a
+// feature the server has nothing of (then the method is unknown).
+func (ss *session) feature(ctx context.Context, req *rpc.Request, p *mcp.RequestParams, version string) (any, error, bool) {
+	s := ss.srv
+	switch req.Method {
+	case "resources/list":
+		if s.hasResources() {
+			r, err := paged("resources", s.listResources(), p.Cursor, s.opts.PageSize)
+			return r, err, true
+		}
+	case "resources/templates/list":
+		if s.hasResources() {
+			r, err := paged("resourceTemplates", s.listTemplates(), p.Cursor, s.opts.PageSize)
+			return r, err, true
+		}
+	case "resources/read":
+		if s.hasResources() {
+			res, err := ss.readResource(ctx, p, version)
+			return res, err, true
+		}
+	case "prompts/list":
+		if s.hasPrompts() {
+			r, err := paged("prompts", s.listPrompts(), p.Cursor, s.opts.PageSize)
+			return r, err, true
+		}
+	case "prompts/get":
+		if s.hasPrompts() {
+			res, err := ss.getPrompt(ctx, req, p, version)
+			return res, err, true
+		}
+	case "completion/complete":
+		s.mu.Lock()
+		has := s.completion != nil
+		s.mu.Unlock()
+		if has {
+			res, err := ss.complete(ctx, req.Params)
+			return res, err, true
+		}
+	}
+	return nil, nil, false
+}
+
+// featureMethods are the methods feature serves.
+var featureMethods = []string{"resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete"}
+
+// paged returns one page of a list result under key, with nextCursor when
+// more follow. The cursor is opaque to clients: an offset, base64url.
+func paged[T any](key string, items []T, cursorRaw []byte, size int) (map[string]any, error) {
+	start := 0
+	if len(cursorRaw) > 0 && string(cursorRaw) != "null" {
+		c, ok := jsonrpc.StringValue(cursorRaw)
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		n, aerr := strconv.Atoi(string(b))
+		if !ok || err != nil || aerr != nil || n < 0 || n > len(items) {
+			return nil, mcp.InvalidParams("invalid params: invalid cursor")
+		}
+		start = n
+	}
+	end := len(items)
+	if size > 0 && start+size < end {
+		end = start + size
+	}
+	r := map[string]any{key: items[start:end]}
+	if end < len(items) {
+		r["nextCursor"] = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
+	}
+	return r, nil
+}
+
+// ----- tools -----
+
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// callTool runs a tool and encodes its result: complete, or (2026-07-28)
+// input_required when the tool asked the client for input.
+func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *mcp.RequestParams, version string) (any, error) {
+	m := p.Meta
+	// The name is looked up in the request's bytes: without escapes,
+	// nothing is copied.
+	name, ok := jsonrpc.StringBytes(p.Name)
+	if !ok || len(name) == 0 {
+		return nil, mcp.InvalidParams("invalid params: tools/call needs a tool name")
+	}
+	t := ss.srv.toolBytes(name)
+	if t == nil {
+		return nil, mcp.InvalidParams("unknown tool: %s", name)
+	}
+	args := p.Arguments
+	if string(args) == "null" {
+		args = nil
+	}
+	tr := &ToolRequest{Name: t.tool.Name, Arguments: args, ProtocolVersion: version, rpc: req}
+	modern := mcp.IsModern(version)
+	target := func() string { return stateTarget(mcp.MethodToolsCall, t.tool.Name, args) }
+	if modern {
+		if err := ss.srv.parseInputs(p, target, &tr.inputs); err != nil {
+			return nil, err
+		}
+	}
+	tr.inputs.rpc = req
+	var suffix []byte
+	if modern {
+		suffix = ss.srv.modernSuffix
+	}
+	if !modern {
+		ss.mu.Lock()
+		tr.logLevel, tr.ClientCapabilities = ss.logLevel, ss.clientCaps
+		ss.mu.Unlock()
+	}
+	if m != nil && len(m.ProgressToken) > 0 && string(m.ProgressToken) != "null" {
+		tr.progressToken = m.ProgressToken
+	}
+	if m != nil && mcp.IsModern(version) {
+		tr.ClientCapabilities = m.ClientCapabilities
+		tr.logLevel = m.LogLevel
+	}
+	res, err := t.handler(ctx, tr)
+	switch {
+	case err == nil && res == nil:
+		return (&mcp.ToolResult{Content: []mcp.Content{}}).AppendJSON(make([]byte, 0, 64), suffix), nil
+	case err == nil:
+		if res.Content == nil {
+			res.Content = []mcp.Content{}
+		}
+		// Returned by pointer, from the request: no allocation to box it.
+		tr.encoded = res.AppendJSON(make([]byte, 0, 256), suffix)
+		return &tr.encoded, nil
+	}
+	if ire, ok := asInputRequired(err); ok && modern {
+		return ss.modernResult(ss.srv.inputRequiredResult(ire, &tr.inputs, target())), nil
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) || ctx.Err() != nil || errors.Is(err, rpc.ErrNoResponse) {
+		return nil, err
+	}
+	return mcp.ErrorResult(err.Error()).AppendJSON(nil, suffix), nil
+}
+
+// ToolRequest is one tools/call as a tool handler sees it.
+type ToolRequest struct {
+	Name            string
+	Arguments       json.RawMessage
+	ProtocolVersion string // the request's version (the negotiated one for legacy)
+
+	// ClientCapabilities are the capabilities the request declared
+	// (modern era; raw JSON, nil for legacy requests).
+	ClientCapabilities json.RawMessage
+
+	// Ask, Elicit, State and SetState get input from the client: see
+	// inputs.Ask.
+	inputs
+
+	rpc           *rpc.Request
+	progressToken json.RawMessage
+	logLevel      string
+	mu            sync.Mutex
+	last          float64
+	sent          bool
+	encoded       json.RawMessage // the result, encoded, once the tool returns
+}
+
+// WantsProgress reports whether the client asked for progress.
+func (r *ToolRequest) WantsProgress() bool { return r.progressToken != nil }
+
+// ErrProgressNotIncreasing rejects a progress value that does not exceed
+// the previous one ("progress MUST increase each time").
+var ErrProgressNotIncreasing = errors.New("mcp: progress must increase with every notification")
+
+// Progress sends notifications/progress when the client asked for it (and
+// does nothing otherwise). The notification reaches the client before the
+// result; total <= 0 and message "" are left out.
+func (r *ToolRequest) Progress(progress, total float64, message string) error {
+	if r.progressToken == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sent && progress <= r.last {
+		return ErrProgressNotIncreasing
+	}
+	p := map[string]any{"progressToken": r.progressToken, "progress": progress}
+	if total > 0 {
+		p["total"] = total
+	}
+	if message != "" {
+		p["message"] = message
+	}
+	if err := r.rpc.Notify(mcp.MethodProgress, p); err != nil {
+		return err
+	}
+	r.sent, r.last = true, progress
+	return nil
+}
+
+// RequireClientCapability returns nil when the request declared the
+// named client capability (sampling, elicitation, roots, ...), and
+// otherwise the error to return: "If processing a request requires a
+// capability the client did not include ... the server MUST return a
+// MissingRequiredClientCapabilityError (-32021)" (2026-07-28 basic).
+func (r *ToolRequest) RequireClientCapability(name string) error {
+	if !mcp.IsModern(r.ProtocolVersion) {
+		// Legacy: what initialize declared, when this connection saw it
+		// (a stateless HTTP request did not: it is given the benefit).
+		if r.ClientCapabilities == nil {
+			return nil
+		}
+		var caps map[string]json.RawMessage
+		if json.Unmarshal(r.ClientCapabilities, &caps) == nil {
+			if v, ok := caps[name]; ok && string(v) != "null" {
+				return nil
+			}
+		}
+		return mcp.InvalidParams("invalid params: this request needs the client's %s capability, which it did not declare", name)
+	}
+	var caps map[string]json.RawMessage
+	if json.Unmarshal(r.ClientCapabilities, &caps) == nil {
+		if v, ok := caps[name]; ok && string(v) != "null" {
+			return nil
+		}
+	}
+	return jsonrpc.NewError(mcp.CodeMissingRequiredClientCapability,
+		fmt.Sprintf("Server requires the %s capability for this request", name),
+		map[string]any{"requiredCapabilities": map[string]any{name: map[string]any{}}})
+}
+
+// Log sends notifications/message about this call when the request asked
+// for log messages at this level or a less severe one (its _meta logLevel);
+// otherwise it does nothing: a server must never log unasked (2026-07-28:
+// logging is per request). It reports whether the message was sent.
+func (r *ToolRequest) Log(level, logger string, data any) (bool, error) {
+	threshold := r.logLevel
+	if threshold == "" && !mcp.IsModern(r.ProtocolVersion) {
+		threshold = "info" // a legacy client that has not called logging/setLevel
+	}
+	want := slices.Index(mcp.LogLevels, threshold)
+	have := slices.Index(mcp.LogLevels, level)
+	if want < 0 || have < 0 || have < want {
+		return false, nil
+	}
+	p := map[string]any{"level": level, "data": data}
+	if logger != "" {
+		p["logger"] = logger
+	}
+	if err := r.rpc.Notify("notifications/message", p); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// ----- legacy (initialize handshake) -----
+
+func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *mcp.RequestParams) (any, error) {
+	s := ss.srv
+	ss.mu.Lock()
+	ready := ss.legacyVersion != ""
+	version := ss.legacyVersion
+	ss.mu.Unlock()
+
+	if s.opts.Eras == mcp.ModernOnly {
+		if req.Method == mcp.MethodInitialize {
+			var p mcp.InitializeParams
+			json.Unmarshal(req.Params, &p)
+			return nil, jsonrpc.NewError(mcp.CodeUnsupportedProtocolVersion, "Unsupported protocol version: this server speaks only "+mcp.LatestVersion,
+				map[string]any{"supported": mcp.ModernVersions, "requested": p.ProtocolVersion})
+		}
+		return nil, mcp.InvalidParams("invalid params: _meta[%q] and _meta[%q] are required", mcp.MetaProtocolVersion, mcp.MetaClientCapabilities)
+	}
+	if !ready && s.opts.LegacySilent && req.Method != mcp.MethodInitialize {
+		return nil, rpc.ErrNoResponse
+	}
+	switch req.Method {
+	case mcp.MethodInitialize:
+		return ss.initialize(req)
+	case mcp.MethodPing:
+		return map[string]any{}, nil
+	case mcp.MethodDiscover:
+		if s.opts.Eras == mcp.LegacyOnly {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
+		}
+		return nil, mcp.InvalidParams("invalid params: server/discover needs _meta[%q] and _meta[%q]", mcp.MetaProtocolVersion, mcp.MetaClientCapabilities)
+	case mcp.MethodToolsList, mcp.MethodToolsCall:
+		if !ready {
+			return nil, jsonrpc.Errorf(mcp.CodeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
+		}
+		if req.Method == mcp.MethodToolsList {
+			return paged("tools", s.listTools(), p.Cursor, s.opts.PageSize)
+		}
+		return ss.callTool(ctx, req, p, version)
+	case "resources/subscribe", "resources/unsubscribe":
+		if !ready {
+			return nil, jsonrpc.Errorf(mcp.CodeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
+		}
+		return ss.subscribe(req.Conn(), p, req.Method == "resources/subscribe")
+	case "logging/setLevel":
+		return ss.setLevel(req.Params)
+	}
+	if !ready && slices.Contains(featureMethods, req.Method) {
+		return nil, jsonrpc.Errorf(mcp.CodeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
+	}
+	if res, err, ok := ss.feature(ctx, req, p, version); ok {
+		return res, err
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
+}
+
+func (ss *session) initialize(req *rpc.Request) (any, error) {
+	var p mcp.InitializeParams
+	if err := req.UnmarshalParams(&p); err != nil || p.ProtocolVersion == "" {
+		return nil, mcp.InvalidParams("invalid params: initialize needs protocolVersion, capabilities and clientInfo")
+	}
+	// The server echoes a version it supports, or answers with its own
+	// latest legacy version (2025-11-25 lifecycle, version negotiation).
+	version := mcp.LatestLegacyVersion
+	if slices.Contains(mcp.LegacyVersions, p.ProtocolVersion) {
+		version = p.ProtocolVersion
+	}
+	ss.mu.Lock()
+	ss.legacyVersion = version
+	ss.clientCaps = p.Capabilities
+	startWatch := !ss.watching
+	ss.watching = true
+	ss.mu.Unlock()
+	if startWatch {
+		go ss.watchLegacyChanges(req.Conn(), ss.srv.toolsChanged())
+	}
+	r := map[string]any{
+		"protocolVersion": version,
+		"capabilities":    ss.srv.capabilities(false),
+		"serverInfo":      ss.srv.info,
+	}
+	if ss.srv.opts.Instructions != "" {
+		r["instructions"] = ss.srv.opts.Instructions
+	}
+	return r, nil
+}
+
+// watchLegacyChanges tells a legacy client when the tool set changes, as
+// the listChanged capability promises, until input ends.
+func (ss *session) watchLegacyChanges(conn *rpc.Conn, changed <-chan struct{}) {
+	prompts, resources := ss.srv.changedCh(kindPrompts), ss.srv.changedCh(kindResources)
+	for {
+		method := ""
+		select {
+		case <-changed:
+			changed, method = ss.srv.toolsChanged(), mcp.MethodToolsListChanged
+		case <-prompts:
+			prompts, method = ss.srv.changedCh(kindPrompts), "notifications/prompts/list_changed"
+		case <-resources:
+			resources, method = ss.srv.changedCh(kindResources), "notifications/resources/list_changed"
+		case <-conn.InputDone():
+			return
+		}
+		if err := conn.Notify(context.Background(), method, nil); err != nil {
+			return
+		}
+	}
+}

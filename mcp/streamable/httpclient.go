@@ -1,0 +1,896 @@
+package streamable
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/process"
+)
+
+// ClientOptions configures a session over Streamable HTTP. The zero
+// value uses http.DefaultClient's transport with no extra headers.
+type ClientOptions struct {
+	// Client sends the requests. Nil means a client with no overall
+	// timeout (event streams last as long as their calls).
+	Client *http.Client
+	// Token, when set, is sent as "Authorization: Bearer TOKEN" on every
+	// request.
+	Token string
+	// Header is added to every request.
+	Header http.Header
+	// MaxMessageBytes bounds one response or event. Default 16 MiB.
+	MaxMessageBytes int
+}
+
+// ErrHTTPTransport marks a request that got no HTTP response at all
+// (connection refused, reset, a broken event stream). It is never taken as
+// evidence of a server's era.
+var ErrHTTPTransport = errors.New("mcp: HTTP transport failure")
+
+// HTTPStatusError is a response with a status other than 200 or 202. RPC
+// is the JSON-RPC error in its body, when it has one (errors.As finds it).
+type HTTPStatusError struct {
+	StatusCode int
+	Status     string
+	// Authenticate is the WWW-Authenticate header of a 401 or 403.
+	Authenticate string
+	RPC          *jsonrpc.Error
+	Body         string // the start of a body that was not a JSON-RPC error
+}
+
+func (e *HTTPStatusError) Error() string {
+	msg := "mcp: HTTP " + e.Status
+	switch {
+	case e.RPC != nil:
+		msg += ": " + e.RPC.Error()
+	case e.Body != "":
+		msg += ": " + e.Body
+	}
+	if e.Authenticate != "" {
+		msg += " (WWW-Authenticate: " + e.Authenticate + ")"
+	}
+	return msg
+}
+
+func (e *HTTPStatusError) Unwrap() error {
+	if e.RPC != nil {
+		return e.RPC
+	}
+	return nil
+}
+
+// Connect negotiates with a Streamable HTTP server at url (guarantee T2):
+// server/discover first; a result or a recognized modern error is modern;
+// a legacy server's refusal (a JSON-RPC error, or 400/404/405 without a
+// modern error in the body) falls back to initialize. 401, 403, 5xx,
+// timeouts and network errors are errors, never legacy evidence (guarantee
+// E2 and the 2026-07-28 Streamable HTTP transport's backward compatibility).
+func Connect(ctx context.Context, url string, opts *host.Options, hopts *ClientOptions) (*host.Session, error) {
+	var o host.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.CacheKey == "" {
+		o.CacheKey = url
+	}
+	return host.NewSession(ctx, &o, func(p host.Peer) host.Transport { return newHTTPTransport(url, p, hopts) })
+}
+
+// newHTTPTransport is the transport of a session with the server at url.
+func newHTTPTransport(url string, p host.Peer, hopts *ClientOptions) *httpTransport {
+	t := &httpTransport{url: url, onNotify: p.Notification, onRequest: p.Input, reinitialize: p.Reinitialize}
+	t.base, t.stop = context.WithCancel(context.Background())
+	if hopts != nil {
+		t.opts = *hopts
+	}
+	if t.opts.Client == nil {
+		t.opts.Client = &http.Client{
+			// Our own connection pool, so that Close closes only ours.
+			Transport: http.DefaultTransport.(*http.Transport).Clone(),
+			// A 301/302/303 would turn the POST into a bodiless GET, whose
+			// answer (405, say) would pass for the server's. Only the
+			// redirects that keep the method and body are followed.
+			CheckRedirect: func(req *http.Request, via []*http.Request) error {
+				if len(via) >= 10 {
+					return errors.New("stopped after 10 redirects")
+				}
+				if c := req.Response.StatusCode; c != http.StatusTemporaryRedirect && c != http.StatusPermanentRedirect {
+					return http.ErrUseLastResponse
+				}
+				return nil
+			},
+		}
+	}
+	if t.opts.MaxMessageBytes <= 0 {
+		t.opts.MaxMessageBytes = 16 << 20
+	}
+	return t
+}
+
+// httpTransport sends each message as a POST (2026-07-28 transports,
+// Sending): a request's answer is a JSON object or an event stream whose
+// notifications are passed to onNotify; cancelling a call closes its
+// stream, which is the cancellation.
+type httpTransport struct {
+	url            string
+	opts           ClientOptions
+	onNotify       func(method string, params json.RawMessage)
+	onRequest      func(ctx context.Context, method string, params json.RawMessage) (any, error)
+	reinitialize   func(ctx context.Context) error // a new legacy session, after a 404
+	nextID         atomic.Int64
+	base           context.Context // every request's; cancelled by close
+	stop           context.CancelFunc
+	bg             sync.WaitGroup // cancellations and replies sent in the background
+	late           sync.Map       // responses that arrived on another stream, by id
+	inflight       sync.Map       // ids of calls waiting for their response
+	failCall       sync.Map       // id -> context.CancelCauseFunc ending that call with an error
+	standaloneOnce sync.Once
+
+	mu          sync.Mutex
+	closed      bool
+	era         mcp.Era
+	version     string                       // the legacy version, for MCP-Protocol-Version
+	sessionID   string                       // a legacy server's Mcp-Session-Id
+	toolHeaders map[string]map[string]string // tool -> argument -> Mcp-Param- name, from tools/list
+}
+
+// ErrSessionClosed is returned for calls on a closed HTTP session.
+var ErrSessionClosed = errors.New("mcp: the session is closed")
+
+func (t *httpTransport) Negotiated(era mcp.Era, version string) {
+	t.mu.Lock()
+	t.era, t.version = era, version
+	t.mu.Unlock()
+}
+
+// Connected opens a legacy server's standalone GET stream, after the
+// handshake and before any call (so that the server sees it as the
+// standalone one), when the client serves server requests: a legacy
+// server may send its own requests (elicitation, sampling) there rather
+// than on a call's stream. ctx bounds the wait for the stream's headers.
+func (t *httpTransport) Connected(ctx context.Context) {
+	t.mu.Lock()
+	legacy := t.era == mcp.Legacy
+	t.mu.Unlock()
+	if legacy && t.onRequest != nil {
+		t.standaloneOnce.Do(func() { t.standaloneStream(ctx) })
+	}
+}
+
+// standaloneStream opens a legacy server's GET stream (before any call, so
+// that the server sees it as the standalone one) and reads it in the
+// background until the session closes; a server that has none (405, 404,
+// 400) is fine.
+func (t *httpTransport) standaloneStream(ctx context.Context) {
+	rctx, cancel := context.WithCancel(t.base)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, t.url, nil)
+	if err != nil {
+		cancel()
+		return
+	}
+	t.setHeaders(req, "", nil)
+	req.Header.Del("Content-Type")
+	req.Header.Set("Accept", "text/event-stream")
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := t.opts.Client.Do(req)
+		got <- result{resp, err}
+	}()
+	var resp *http.Response
+	select {
+	case r := <-got:
+		resp, err = r.resp, r.err
+	case <-ctx.Done():
+		cancel() // no stream, then; the connect goes on
+		if r := <-got; r.resp != nil {
+			r.resp.Body.Close()
+		}
+		return
+	}
+	if err != nil {
+		cancel()
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		cancel()
+		return
+	}
+	t.goBackground(func() {
+		defer cancel()
+		defer resp.Body.Close()
+		var lastID string
+		retry := time.Second
+		t.scanEvents(resp.Body, "", &lastID, &retry)
+	})
+}
+
+func (t *httpTransport) Restart(context.Context) error { return client.ErrNotRestartable }
+func (t *httpTransport) Fresh() bool                   { return false }
+
+// Evidence reads a failed probe as "HTTP era detection" has it: only an
+// answer of the server itself (a JSON-RPC error with 200, 400, 404 or
+// 405) can say anything about its era; 401, 403 and 5xx come from in
+// front of it or from its trouble, and a network failure, silence or a
+// 200 that is not the response from neither era's server (guarantee E2).
+func (t *httpTransport) Evidence(err error) host.Evidence {
+	var hse *HTTPStatusError
+	if errors.As(err, &hse) {
+		switch hse.StatusCode {
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+			if hse.RPC == nil {
+				return host.EvidenceNotModern
+			}
+			return host.EvidenceAnswer
+		}
+		return host.EvidenceNone
+	}
+	if errors.Is(err, ErrHTTPTransport) {
+		return host.EvidenceNone
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return host.EvidenceAnswer
+	}
+	return host.EvidenceFault
+}
+
+// goBackground runs f unless the transport is closed; close waits for it.
+func (t *httpTransport) goBackground(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.bg.Add(1)
+	go func() {
+		defer t.bg.Done()
+		f()
+	}()
+}
+
+// Close ends every call and stream in flight, ends a legacy session with
+// DELETE, and closes the pool's idle connections.
+func (t *httpTransport) Close() process.ShutdownResult {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return process.ShutdownResult{}
+	}
+	t.closed = true
+	sid := t.sessionID
+	t.mu.Unlock()
+	t.stop()
+	if sid != "" {
+		// A legacy session ends with DELETE (a server MAY answer 405).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, t.url, nil); err == nil {
+			t.setHeaders(req, "", nil)
+			if resp, err := t.opts.Client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		cancel()
+	}
+	t.bg.Wait()
+	t.opts.Client.CloseIdleConnections()
+	return process.ShutdownResult{}
+}
+
+// envelope is what the transport reads from params to mirror in headers.
+type envelope struct {
+	Meta *struct {
+		ProtocolVersion string `json:"io.modelcontextprotocol/protocolVersion"`
+	} `json:"_meta"`
+	Name      string                     `json:"name"`
+	URI       string                     `json:"uri"`
+	Arguments map[string]json.RawMessage `json:"arguments"`
+}
+
+// LearnTools remembers which tool arguments travel in Mcp-Param- headers
+// ("clients MUST support" x-mcp-header).
+func (t *httpTransport) LearnTools(tools []mcp.Tool) {
+	m, _ := mcp.ToolHeaderMap(tools)
+	t.mu.Lock()
+	t.toolHeaders = m
+	t.mu.Unlock()
+}
+
+// KnowsTool reports whether tools/list told us about the tool's headers.
+func (t *httpTransport) KnowsTool(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.toolHeaders[name]
+	return ok
+}
+
+// setParamHeaders mirrors annotated arguments: strings as they are (or
+// base64 when they must be), integers in decimal, booleans as true/false.
+func (t *httpTransport) setParamHeaders(h http.Header, tool string, args map[string]json.RawMessage) {
+	t.mu.Lock()
+	params := t.toolHeaders[tool]
+	t.mu.Unlock()
+	for path, name := range params {
+		raw := mcp.ArgAt(args, path)
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		v := string(raw)
+		if raw[0] == '"' {
+			var str string
+			if json.Unmarshal(raw, &str) != nil {
+				continue
+			}
+			v = mcp.EncodeHeaderValue(str)
+		} else if raw[0] == '{' || raw[0] == '[' {
+			continue // not a primitive: nothing to mirror
+		}
+		h.Set(mcp.HeaderParamPrefix+name, v)
+	}
+}
+
+func (t *httpTransport) setHeaders(req *http.Request, method string, params []byte) {
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	for k, v := range t.opts.Header {
+		h[k] = v
+	}
+	if t.opts.Token != "" {
+		h.Set("Authorization", "Bearer "+t.opts.Token)
+	}
+	t.mu.Lock()
+	version, sid := t.version, t.sessionID
+	t.mu.Unlock()
+	if sid != "" {
+		h.Set(mcp.HeaderSessionID, sid)
+	}
+	var env envelope
+	if len(params) > 0 {
+		json.Unmarshal(params, &env)
+	}
+	if env.Meta != nil && env.Meta.ProtocolVersion != "" {
+		// A modern request: the headers mirror the body (Request
+		// Metadata).
+		h.Set(mcp.HeaderProtocolVersion, env.Meta.ProtocolVersion)
+		if method != "" {
+			h.Set(mcp.HeaderMethod, method)
+		}
+		switch method {
+		case mcp.MethodToolsCall, "prompts/get":
+			if env.Name != "" {
+				h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(env.Name))
+			}
+			if method == mcp.MethodToolsCall {
+				t.setParamHeaders(h, env.Name, env.Arguments)
+			}
+		case "resources/read":
+			if env.URI != "" {
+				h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(env.URI))
+			}
+		}
+	} else if version != "" {
+		h.Set(mcp.HeaderProtocolVersion, version)
+	}
+}
+
+func (t *httpTransport) encode(id jsonrpc.ID, method string, params any) (msg, rawParams []byte, err error) {
+	msg = append(msg, `{"jsonrpc":"2.0"`...)
+	if id != "" {
+		msg = append(msg, `,"id":`...)
+		msg = append(msg, id...)
+	}
+	msg = append(msg, `,"method":`...)
+	msg = jsonrpc.AppendString(msg, method)
+	if params != nil {
+		rawParams, err = jsonrpc.RawValue(params)
+		if err != nil {
+			return nil, nil, err
+		}
+		if string(rawParams) == "null" {
+			// "params": null is not JSON-RPC, and TypeScript SDK servers
+			// drop such a request unanswered: params is left out.
+			rawParams = nil
+		} else {
+			msg = append(msg, `,"params":`...)
+			msg = append(msg, rawParams...)
+		}
+	}
+	return append(msg, '}'), rawParams, nil
+}
+
+func (t *httpTransport) Notify(ctx context.Context, method string, params any) error {
+	msg, raw, err := t.encode("", method, params)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(msg))
+	if err != nil {
+		return err
+	}
+	t.setHeaders(req, method, raw)
+	resp, err := t.opts.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrHTTPTransport, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+		return t.statusError(resp)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return nil
+}
+
+func (t *httpTransport) Call(ctx context.Context, method string, params any, onID func(jsonrpc.ID), opts ...client.CallOption) (json.RawMessage, error) {
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil, ErrSessionClosed
+	}
+	// Close ends the call too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(t.base, func() { cancel(ErrSessionClosed) })
+	defer stop()
+
+	res, err := t.once(ctx, method, params, onID)
+	var hse *HTTPStatusError
+	var refused *AnswerRefusedError
+	if errors.As(err, &refused) {
+		// The call ran on the server: it is not sent again.
+		return nil, err
+	}
+	if err != nil && errors.As(err, &hse) && hse.StatusCode == http.StatusNotFound && method != mcp.MethodInitialize && t.dropSession() {
+		// "The server MAY terminate the session at any time, after which
+		// it MUST respond to requests containing that session ID with HTTP
+		// 404 Not Found. When a client receives HTTP 404 in response to a
+		// request containing an Mcp-Session-Id, it MUST start a new
+		// session" (2025-11-25 transports, Session Management).
+		if rerr := t.reinitialize(ctx); rerr != nil {
+			return nil, fmt.Errorf("%w (starting a new session: %v)", err, rerr)
+		}
+		res, err = t.once(ctx, method, params, onID)
+	}
+	// "A broken stream loses the request; client MUST re-issue with a new
+	// id": done for calls marked safe to send twice.
+	if err != nil && errors.Is(err, ErrHTTPTransport) && ctx.Err() == nil && client.IsRetryable(opts...) {
+		res, err = t.once(ctx, method, params, onID)
+	}
+	if err != nil && errors.Is(context.Cause(ctx), ErrSessionClosed) {
+		err = ErrSessionClosed
+	}
+	return res, err
+}
+
+// dropSession forgets a legacy session id the server no longer knows; it
+// reports whether there was one.
+func (t *httpTransport) dropSession() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sessionID == "" || t.era != mcp.Legacy {
+		return false
+	}
+	t.sessionID = ""
+	return true
+}
+
+func (t *httpTransport) once(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
+	id := jsonrpc.Int64ID(t.nextID.Add(1))
+	msg, raw, err := t.encode(id, method, params)
+	if err != nil {
+		return nil, err
+	}
+	if onID != nil {
+		onID(id)
+	}
+	// A server request on this call's stream whose answer the server
+	// refuses ends the call with that refusal (see reply).
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	t.inflight.Store(string(id), struct{}{})
+	t.failCall.Store(string(id), fail)
+	defer func() {
+		t.inflight.Delete(string(id))
+		t.late.Delete(string(id))
+		t.failCall.Delete(string(id))
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(msg))
+	if err != nil {
+		return nil, err
+	}
+	t.setHeaders(req, method, raw)
+	resp, err := t.opts.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			t.cancelled(id)
+			return nil, context.Cause(ctx)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrHTTPTransport, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, t.statusError(resp)
+	}
+	if method == mcp.MethodInitialize {
+		if sid := resp.Header.Get(mcp.HeaderSessionID); sid != "" {
+			t.mu.Lock()
+			t.sessionID = sid
+			t.mu.Unlock()
+		}
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	var res json.RawMessage
+	if mt == "text/event-stream" {
+		res, err = t.readStream(ctx, resp.Body, id)
+	} else {
+		var body []byte
+		body, err = readLimited(resp.Body, t.opts.MaxMessageBytes)
+		if err == nil {
+			res, err = t.response(body, id)
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		t.cancelled(id)
+		return nil, context.Cause(ctx)
+	}
+	return res, err
+}
+
+// cancelled tells a legacy server that a call was abandoned: for it,
+// "disconnection SHOULD NOT be treated as cancellation" (2025-11-25
+// transports). A modern server took the closed stream as the cancel.
+func (t *httpTransport) cancelled(id jsonrpc.ID) {
+	t.mu.Lock()
+	legacy := t.era == mcp.Legacy
+	t.mu.Unlock()
+	if !legacy {
+		return
+	}
+	t.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		t.Notify(ctx, mcp.MethodCancelled, map[string]any{"requestId": json.RawMessage(id), "reason": "cancelled by the caller"})
+	})
+}
+
+func readLimited(r io.Reader, limit int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the response: %v", ErrHTTPTransport, err)
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("mcp: the response exceeds %d bytes", limit)
+	}
+	return b, nil
+}
+
+// response reads the JSON-RPC response to id.
+func (t *httpTransport) response(body []byte, id jsonrpc.ID) (json.RawMessage, error) {
+	body = bytes.TrimSpace(body)
+	msg, err := jsonrpc.Decode(body, nil)
+	if err != nil {
+		// An error "MUST carry the request's id except in error cases
+		// where the ID could not be read": one without an id, answering
+		// our only request on this POST, is still its answer.
+		if e := idlessError(body); e != nil {
+			return nil, e
+		}
+		return nil, fmt.Errorf("mcp: malformed response: %w", err)
+	}
+	if !msg.Kind.IsResponse() || string(msg.ID) != string(id) {
+		return nil, fmt.Errorf("mcp: the response does not answer request %s", id)
+	}
+	if msg.Kind == jsonrpc.KindError {
+		e, err := jsonrpc.ParseError(msg.Error)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: malformed error response: %w", err)
+		}
+		return nil, e
+	}
+	return json.RawMessage(bytes.Clone(msg.Result)), nil
+}
+
+// readStream reads an event stream until the response to id. Lines end
+// with LF, CR or CRLF; comment lines (keep-alives), event names and unknown
+// fields are ignored. A legacy server may end the stream after an event
+// with an id and expect the client to resume it with GET and Last-Event-ID
+// after the retry interval (2025-11-25 transports, Resumability); that is
+// done up to maxResumes times.
+func (t *httpTransport) readStream(ctx context.Context, body io.Reader, id jsonrpc.ID) (json.RawMessage, error) {
+	lastID, retry := "", time.Second
+	for resumes := 0; ; resumes++ {
+		res, done, err := t.scanEvents(body, id, &lastID, &retry)
+		if done || err != nil {
+			return res, err
+		}
+		if data, ok := t.late.LoadAndDelete(string(id)); ok {
+			return t.response(data.([]byte), id)
+		}
+		t.mu.Lock()
+		legacy := t.era == mcp.Legacy || t.era == mcp.EraUnknown
+		t.mu.Unlock()
+		if lastID == "" || !legacy || resumes >= maxResumes {
+			return nil, fmt.Errorf("%w: the event stream ended before the response", ErrHTTPTransport)
+		}
+		select {
+		case <-time.After(retry):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		resp, err := t.resume(ctx, lastID)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		body = resp.Body
+	}
+}
+
+const maxResumes = 10
+
+// resume asks a legacy server for the rest of a stream.
+func (t *httpTransport) resume(ctx context.Context, lastID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.setHeaders(req, "", nil)
+	req.Header.Del("Content-Type")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	resp, err := t.opts.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, fmt.Errorf("%w: resuming the event stream: %v", ErrHTTPTransport, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, t.statusError(resp)
+	}
+	return resp, nil
+}
+
+// scanEvents reads one stream body; done reports the response to id.
+func (t *httpTransport) scanEvents(body io.Reader, id jsonrpc.ID, lastID *string, retry *time.Duration) (json.RawMessage, bool, error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 32<<10), t.opts.MaxMessageBytes+64)
+	sc.Split(splitEventLines)
+	var data []byte
+	hasData, first := false, true
+	for sc.Scan() {
+		line := sc.Bytes()
+		if first {
+			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
+			first = false
+		}
+		if len(line) == 0 { // dispatch
+			if hasData && len(data) > 0 {
+				res, done, err := t.event(data, id)
+				if done {
+					return res, true, err
+				}
+			}
+			data, hasData = data[:0], false
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "data":
+			if hasData {
+				data = append(data, '\n')
+			}
+			if len(data)+len(value) > t.opts.MaxMessageBytes {
+				return nil, false, fmt.Errorf("mcp: an event exceeds %d bytes", t.opts.MaxMessageBytes)
+			}
+			data, hasData = append(data, value...), true
+		case "id":
+			if !bytes.ContainsRune(value, 0) {
+				*lastID = string(value)
+			}
+		case "retry":
+			if ms, err := strconv.Atoi(string(value)); err == nil && ms >= 0 {
+				*retry = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, false, fmt.Errorf("mcp: an event line exceeds %d bytes", t.opts.MaxMessageBytes)
+		}
+		return nil, false, fmt.Errorf("%w: reading the event stream: %v", ErrHTTPTransport, err)
+	}
+	return nil, false, nil // the stream ended without the response
+}
+
+// splitEventLines splits at LF, CR or CRLF, as event streams may.
+func splitEventLines(data []byte, atEOF bool) (int, []byte, error) {
+	i := bytes.IndexAny(data, "\r\n")
+	switch {
+	case i < 0 && atEOF && len(data) > 0:
+		return len(data), data, nil
+	case i < 0:
+		return 0, nil, nil
+	case data[i] == '\n':
+		return i + 1, data[:i], nil
+	case i+1 < len(data):
+		if data[i+1] == '\n' {
+			return i + 2, data[:i], nil
+		}
+		return i + 1, data[:i], nil
+	case atEOF:
+		return i + 1, data[:i], nil
+	}
+	return 0, nil, nil // a CR at the end: wait for a possible LF
+}
+
+// event handles one event's data; done reports the response to id.
+func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool, error) {
+	msg, err := jsonrpc.Decode(data, nil)
+	if err != nil {
+		return nil, false, nil // not a message: ignored, like a stray line on stdio
+	}
+	switch msg.Kind {
+	case jsonrpc.KindNotification:
+		if t.onNotify != nil {
+			t.onNotify(msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
+		}
+	case jsonrpc.KindRequest:
+		// A legacy server asking us something (sampling, elicitation,
+		// roots): answered on a POST of its own.
+		t.reply(id, jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
+	case jsonrpc.KindResult, jsonrpc.KindError:
+		if string(msg.ID) != string(id) {
+			// A legacy server may answer a call on another stream (its
+			// standalone GET stream, say): kept for the call to find.
+			if _, ok := t.inflight.Load(string(msg.ID)); ok {
+				t.late.Store(string(msg.ID), bytes.Clone(data))
+			}
+			return nil, false, nil
+		}
+		res, err := t.response(data, id)
+		return res, true, err
+	}
+	return nil, false, nil
+}
+
+// AnswerRefusedError ends a call when the server asked something on the
+// call's event stream and then did not accept the answer: the POST that
+// carried it got a status other than 200 or 202 (a stateless mcp-go server
+// answers 400: it has no session to route the answer to), or no response
+// at all. The server will not go on with the call, so waiting for its
+// result would only end at the caller's deadline. Err is the
+// *HTTPStatusError, or an ErrHTTPTransport error.
+type AnswerRefusedError struct {
+	Method string // the server's request: sampling/createMessage, elicitation/create, ...
+	Err    error
+}
+
+func (e *AnswerRefusedError) Error() string {
+	return fmt.Sprintf("mcp: the server did not accept the answer to its %s request: %v", e.Method, e.Err)
+}
+
+func (e *AnswerRefusedError) Unwrap() error { return e.Err }
+
+// reply answers a server request in the background: ping with {} ("The
+// receiver MUST respond promptly with an empty response"), anything else
+// through OnInput, or with -32601 without it. call is the id of the call
+// on whose stream the request came ("" for the standalone stream): when
+// the server refuses the answer, that call fails with an
+// *AnswerRefusedError.
+func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.RawMessage) {
+	t.goBackground(func() {
+		var body []byte
+		var res any
+		var err error
+		switch {
+		case method == mcp.MethodPing:
+			res = map[string]any{}
+		case t.onRequest != nil:
+			res, err = t.onRequest(t.base, method, params)
+		default:
+			err = jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", method)
+		}
+		raw, merr := jsonrpc.RawValue(res)
+		var je *jsonrpc.Error
+		switch {
+		case err != nil && errors.As(err, &je):
+			body = jsonrpc.AppendErrorResponse(nil, id, je)
+		case err != nil:
+			body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil))
+		case merr != nil:
+			body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.NewError(jsonrpc.CodeInternalError, merr.Error(), nil))
+		default:
+			body = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":`...), raw...), '}')
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		t.setHeaders(req, "", nil)
+		var refused error
+		if resp, err := t.opts.Client.Do(req); err != nil {
+			refused = fmt.Errorf("%w: %v", ErrHTTPTransport, err)
+		} else {
+			if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+				refused = t.statusError(resp)
+			}
+			resp.Body.Close()
+		}
+		if refused == nil || call == "" {
+			return
+		}
+		if f, ok := t.failCall.Load(string(call)); ok {
+			f.(context.CancelCauseFunc)(&AnswerRefusedError{Method: method, Err: refused})
+		}
+	})
+}
+
+// idlessError reads an error response whose id is absent or null.
+func idlessError(body []byte) *jsonrpc.Error {
+	var m struct {
+		ID    json.RawMessage `json:"id"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &m) != nil || len(m.Error) == 0 || (len(m.ID) > 0 && string(m.ID) != "null") {
+		return nil
+	}
+	e, err := jsonrpc.ParseError(m.Error)
+	if err != nil {
+		return nil
+	}
+	return e
+}
+
+func (t *httpTransport) statusError(resp *http.Response) error {
+	e := &HTTPStatusError{StatusCode: resp.StatusCode, Status: resp.Status}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		e.Authenticate = resp.Header.Get("WWW-Authenticate")
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	body = bytes.TrimSpace(body)
+	if msg, err := jsonrpc.Decode(body, nil); err == nil && msg.Kind == jsonrpc.KindError {
+		if je, err := jsonrpc.ParseError(msg.Error); err == nil {
+			e.RPC = je
+			return e
+		}
+	}
+	if je := idlessError(body); je != nil {
+		e.RPC = je
+		return e
+	}
+	s := string(body)
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	e.Body = strings.ToValidUTF8(s, "?")
+	return e
+}

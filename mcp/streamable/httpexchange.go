@@ -1,0 +1,444 @@
+package streamable
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"github.com/agentwire/agentwire/mcp"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// The third step of a POST (after the gate in httpserver.go and the route
+// in httproute.go): the exchange. The message, decoded once, is pushed
+// into a connection of its own over the rpc message seam
+// (rpc.NewMessages with no reader), and its handler runs right here, on
+// the goroutine net/http gave the request: no pipe, no line buffer, no
+// goroutine hand-off. The exchange is the connection's MessageWriter: each
+// message arrives whole with its kind, id and error known, so the HTTP
+// status of an answer is chosen from its error code before a byte is
+// written, and nothing we encoded is decoded again.
+//
+//	notification (progress, a log line, a listen stream's event)
+//	        -> the event stream (started on the first one)
+//	server request (legacy sampling, elicitation, roots)
+//	        -> the event stream, under an id unique in the process; the
+//	           answer arrives as a POST of its own and is pushed back
+//	response -> the JSON body with its status, or the stream's last event
+//
+// The client closing the response cancels the handler (the connection's
+// handler contexts are children of the request's): "closing the SSE
+// response stream MUST be treated as cancellation".
+
+// exchange is one POST being served.
+type exchange struct {
+	h      *Handler
+	r      *http.Request
+	w      http.ResponseWriter
+	rc     http.ResponseController // by value: see ServeHTTP
+	conn   *rpc.Conn
+	msg    jsonrpc.Message // the body, decoded once
+	note   mcp.Routed      // what the route learned; handed to the handler
+	canSSE bool
+	// stopped is set by unblock: the deadline it set must not be renewed.
+	stopped atomic.Bool
+	// done is set with answered, for the one reader that must not take mu
+	// (a stalled write holds it).
+	done      atomic.Bool
+	keepAlive atomic.Pointer[time.Timer]
+
+	mu       sync.Mutex
+	caller   string   // who asked, once a server request needs it
+	asked    []string // ids of the server's own requests sent on this stream
+	started  bool     // the event stream's headers are out
+	answered bool     // the response has been written
+	closed   bool     // ServeHTTP has returned, or is about to
+	timedOut bool     // a write failed at WriteTimeout
+	pw       pieceWriter
+}
+
+// jsonContentType is the Content-Type of every JSON answer, shared: net/http
+// only reads header values.
+var jsonContentType = []string{"application/json"}
+
+// smallBody is the size up to which net/http sets Content-Length itself.
+const smallBody = 2048
+
+var errExchangeClosed = errors.New("mcp: the HTTP exchange is over")
+
+// exchange serves one routed message and writes its answer.
+func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, body []byte, ex *exchange, accept acceptable) {
+	if !h.open(w, r, ex, accept) {
+		return
+	}
+	defer h.running.Done()
+	// The handler runs here and answers through WriteMessage.
+	ex.conn.ReceiveDecoded(body, &ex.msg, &ex.note)
+
+	ex.conn.EndInput()
+	if !ex.done.Load() {
+		// Not answered by its handler: it waits in the admission queue,
+		// or chose not to answer. Its connection ends once it is done
+		// (or the end-of-input grace runs out); the client may go first.
+		select {
+		case <-ex.conn.Done():
+		case <-r.Context().Done():
+			go ex.conn.Close()
+		}
+	}
+	if t := ex.keepAlive.Load(); t != nil {
+		t.Stop()
+	}
+	if !ex.done.Load() {
+		// A write may be stalled on a client that does not read,
+		// holding the lock: it must fail now. (An answered exchange
+		// keeps its deadline: net/http still writes the JSON answer.)
+		ex.unblock()
+	}
+	ex.mu.Lock()
+	answered := ex.answered
+	written := ex.started || answered
+	ex.closed = true // nothing more reaches the ResponseWriter
+	asked := ex.asked
+	ex.mu.Unlock()
+	if !written && r.Context().Err() == nil {
+		httpError(w, http.StatusInternalServerError, "", jsonrpc.CodeInternalError, "Internal error: the request ended without a response", nil)
+	}
+	for _, id := range asked {
+		h.asked.Delete(id)
+	}
+	h.mu.Lock()
+	delete(h.exchanges, ex)
+	h.mu.Unlock()
+	<-ex.conn.Done()
+}
+
+// open makes the exchange's connection and registers it, or answers 503
+// when the server is draining. It is a function of its own so that its
+// frame (the connection options are copied on it) is not on the stack of
+// a handler that runs for long.
+//
+//go:noinline
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, ex *exchange, accept acceptable) bool {
+	ex.h, ex.r, ex.w = h, r, w
+	ex.canSSE = accept.sse
+	o := h.connOpts
+	o.Context = r.Context() // the client going away cancels the handler
+	ex.conn = rpc.NewMessages(nil, ex, h.backend.ExchangeHandler(&ex.note), &o)
+
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		ex.conn.EndInput()
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the server is shutting down", nil)
+		return false
+	}
+	h.exchanges[ex] = struct{}{}
+	h.running.Add(1)
+	h.mu.Unlock()
+
+	if !accept.json {
+		ex.mu.Lock()
+		ex.startStreamLocked()
+		ex.mu.Unlock()
+	}
+	if h.opts.KeepAlive > 0 {
+		ex.keepAlive.Store(time.AfterFunc(h.opts.KeepAlive, ex.tick))
+	}
+	return true
+}
+
+// WriteMessage receives the connection's messages (rpc.MessageWriter).
+func (ex *exchange) WriteMessage(m *rpc.Outbound) error {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.closed || ex.answered || ex.r.Context().Err() != nil {
+		// Over, or the client has gone: a cancelled request gets nothing
+		// more, not even its answer.
+		return errExchangeClosed
+	}
+	// What the handler sends is held until the client has it: it is
+	// charged to the request budget meanwhile, so that while large
+	// answers drain no more requests are admitted to make more (an
+	// answer may be many times its request: "<" is encoded as \u003c).
+	n := int64(m.Len())
+	ex.h.limits.charge(n)
+	defer ex.h.limits.release(n)
+	switch m.Kind {
+	case jsonrpc.KindResult, jsonrpc.KindError:
+		ex.answered = true
+		ex.done.Store(true)
+		if ex.started {
+			return ex.eventLocked(m)
+		}
+		status := http.StatusOK
+		if m.Kind == jsonrpc.KindError && m.Error != nil {
+			status = statusFor(m.Error.Code, ex.note.Era == mcp.Modern)
+		}
+		hdr := ex.w.Header()
+		hdr["Content-Type"] = jsonContentType
+		if n+1 > smallBody {
+			// A small body net/http measures itself (it holds it in its
+			// buffer until the handler returns); a large one would be
+			// sent chunked.
+			hdr["Content-Length"] = []string{strconv.FormatInt(n+1, 10)}
+		}
+		ex.w.WriteHeader(status)
+		return ex.sendLocked(m, nil, newline)
+	case jsonrpc.KindRequest:
+		return ex.serverRequestLocked(m)
+	}
+	// A notification about the request (progress, a log line, a listen
+	// stream's change): it needs the event stream. A client that accepts
+	// only JSON does not get it.
+	if !ex.canSSE {
+		return nil
+	}
+	ex.startStreamLocked()
+	return ex.eventLocked(m)
+}
+
+// serverRequestLocked sends a request of the handler's (legacy sampling,
+// elicitation, roots) on the event stream. Without sessions its answer
+// comes back on a POST of its own, so it gets an id unique in the process;
+// answerServerRequest routes the answer back.
+func (ex *exchange) serverRequestLocked(m *rpc.Outbound) error {
+	if !ex.canSSE {
+		// Nowhere to send it: the handler's call fails now. (Its answer
+		// is delivered, not written: pushing it here is safe.)
+		ex.conn.Receive(jsonrpc.AppendErrorResponse(nil, m.ID,
+			jsonrpc.NewError(jsonrpc.CodeInternalError, "the client accepts no event stream, so it cannot be asked anything", nil)))
+		return nil
+	}
+	if ex.caller == "" {
+		ex.caller = callerOf(ex.r)
+	}
+	// Unguessable, and only its own client (the same credentials) may
+	// answer it.
+	var nonce [16]byte
+	rand.Read(nonce[:])
+	id := `"srv-` + hex.EncodeToString(nonce[:]) + `"`
+	ex.h.asked.Store(id, askedRequest{ex: ex, id: []byte(m.ID), caller: ex.caller})
+	ex.asked = append(ex.asked, id)
+	line := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	line = append(line, `,"method":`...)
+	line = jsonrpc.AppendString(line, m.Method)
+	if m.Params != nil {
+		line = append(line, `,"params":`...)
+		line = append(line, m.Params...)
+	}
+	line = append(line, '}')
+	ex.startStreamLocked()
+	return ex.sendLocked(nil, eventPrefix, line, eventSuffix)
+}
+
+// answerServerRequest passes a legacy client's answer to the exchange that
+// asked, under the id its handler used.
+func (h *Handler) answerServerRequest(msg *jsonrpc.Message, r *http.Request) {
+	v, ok := h.asked.Load(string(msg.ID))
+	if !ok || v.(askedRequest).caller != callerOf(r) {
+		return
+	}
+	h.asked.Delete(string(msg.ID))
+	a := v.(askedRequest)
+	line := append([]byte(`{"jsonrpc":"2.0","id":`), a.id...)
+	if msg.Kind == jsonrpc.KindError {
+		line = append(line, `,"error":`...)
+		line = append(line, msg.Error...)
+	} else {
+		line = append(line, `,"result":`...)
+		line = append(line, msg.Result...)
+	}
+	a.ex.conn.Receive(append(line, '}'))
+}
+
+// statusFor maps an error response to its status (MCP 2026-07-28,
+// Streamable HTTP): 400 for malformed requests, bad metadata, header mismatches,
+// missing capabilities and unsupported versions; 404 for unknown methods
+// ("JSON body distinguishes it from a legacy HTTP+SSE 404"). Legacy clients
+// expect JSON-RPC errors with 200, except for version trouble.
+func statusFor(code int64, modern bool) int {
+	switch code {
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, mcp.CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	}
+	if !modern {
+		return http.StatusOK
+	}
+	switch code {
+	case jsonrpc.CodeInvalidParams, mcp.CodeHeaderMismatch, mcp.CodeMissingRequiredClientCapability:
+		return http.StatusBadRequest
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusOK
+}
+
+func (ex *exchange) startStreamLocked() {
+	if ex.started || ex.answered || ex.closed || !ex.canSSE {
+		return
+	}
+	ex.started = true
+	h := ex.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// "Servers SHOULD send X-Accel-Buffering: no" so that proxies pass
+	// events on as they come.
+	h.Set("X-Accel-Buffering", "no")
+	ex.w.WriteHeader(http.StatusOK)
+	// The headers are written out on a goroutine of its own, which this
+	// one waits for (so the ResponseWriter is still used by one goroutine
+	// at a time). net/http's header writer has a 2.8 KiB stack frame, and
+	// a stream starts at the bottom of a handler's stack (its first
+	// notification): written from here, the request goroutine's stack
+	// would grow to 16 KiB and keep that size for as long as the stream is
+	// open, twice what an idle listen stream needs.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ex.sendLocked(nil, nil)
+	}()
+	<-done
+}
+
+var (
+	newline      = []byte("\n")
+	eventPrefix  = []byte("event: message\ndata: ")
+	eventSuffix  = []byte("\n\n")
+	keepAliveSSE = []byte(":\n\n")
+)
+
+func (ex *exchange) eventLocked(m *rpc.Outbound) error {
+	return ex.sendLocked(m, eventPrefix, eventSuffix)
+}
+
+// sendLocked writes prefix, the message m (if any), then the other parts
+// and flushes them, each piece of at most writePiece bytes under a renewed
+// WriteTimeout: a client that reads slowly is served, one that has
+// stopped reading fails the write (and with it the request) once
+// WriteTimeout passes without progress. The deadline is renewed when a
+// send starts and after every writePiece bytes, not for every part (the
+// clock is read a few times per request, not per part). A JSON answer is
+// not flushed: it is the last thing written, and net/http writes it when
+// the handler returns.
+func (ex *exchange) sendLocked(m *rpc.Outbound, prefix []byte, parts ...[]byte) error {
+	pw := &ex.pw // a field: handing it to WriteTo costs no allocation
+	*pw = pieceWriter{ex: ex, start: ex.renewDeadline()}
+	if _, err := pw.Write(prefix); err != nil {
+		return err
+	}
+	if m != nil {
+		if _, err := m.WriteTo(pw); err != nil {
+			return err
+		}
+	}
+	for _, b := range parts {
+		if _, err := pw.Write(b); err != nil {
+			return err
+		}
+	}
+	if ex.answered && !ex.started {
+		return nil
+	}
+	if pw.since > 0 {
+		pw.start = ex.renewDeadline()
+	}
+	if err := ex.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return ex.writeFailed(err, pw.start)
+	}
+	return nil
+}
+
+// pieceWriter writes to an exchange's client under ex.mu, renewing the
+// deadline after every writePiece bytes.
+type pieceWriter struct {
+	ex    *exchange
+	start time.Time // when the deadline was last renewed
+	since int       // bytes written since
+}
+
+func (pw *pieceWriter) Write(b []byte) (int, error) {
+	total := len(b)
+	for len(b) > 0 {
+		if pw.since >= writePiece {
+			pw.start, pw.since = pw.ex.renewDeadline(), 0
+		}
+		n := min(len(b), writePiece-pw.since)
+		if _, err := pw.ex.w.Write(b[:n]); err != nil {
+			return total - len(b), pw.ex.writeFailed(err, pw.start)
+		}
+		pw.since += n
+		b = b[n:]
+	}
+	return total, nil
+}
+
+// renewDeadline gives the next write WriteTimeout to make progress,
+// unless unblock has ended the exchange's writing (its deadline in the
+// past must stand). It returns when the deadline was set.
+func (ex *exchange) renewDeadline() time.Time {
+	now := time.Now()
+	d := ex.h.opts.WriteTimeout
+	if d <= 0 || ex.stopped.Load() {
+		return now
+	}
+	ex.rc.SetWriteDeadline(now.Add(d))
+	if ex.stopped.Load() { // unblock ran meanwhile: its deadline again
+		ex.rc.SetWriteDeadline(time.Now())
+	}
+	return now
+}
+
+// writeFailed counts a write cut off by WriteTimeout, once per exchange:
+// one that failed at its deadline, WriteTimeout after it was set (unblock's
+// deadline, which ends a write early, does not count).
+func (ex *exchange) writeFailed(err error, start time.Time) error {
+	d := ex.h.opts.WriteTimeout
+	if !ex.timedOut && d > 0 && errors.Is(err, os.ErrDeadlineExceeded) && time.Since(start) >= d {
+		ex.timedOut = true
+		ex.h.limits.refused(refWriteTimeout, "timeout", d)
+	}
+	return err
+}
+
+// tick sends an SSE comment on a quiet stream, turning a slow JSON answer
+// into an event stream first (clients "must ignore comment lines"), and
+// comes back after KeepAlive.
+func (ex *exchange) tick() {
+	// A write in progress (perhaps stalled on a client that does not
+	// read) holds the lock; the stream is not quiet then.
+	if ex.mu.TryLock() {
+		if ex.closed || ex.answered || !ex.canSSE {
+			ex.mu.Unlock()
+			return
+		}
+		ex.startStreamLocked()
+		ex.sendLocked(nil, keepAliveSSE)
+		ex.mu.Unlock()
+	}
+	if t := ex.keepAlive.Load(); t != nil && !ex.done.Load() {
+		t.Reset(ex.h.opts.KeepAlive)
+	}
+}
+
+// abort cancels the request's handler and fails a write stalled on a
+// client that does not read (Shutdown ran out of time). Called under h.mu.
+func (ex *exchange) abort() {
+	ex.unblock()
+	go ex.conn.Close()
+}
+
+// unblock makes a pending or future write to the client fail at once.
+// It does not take ex.mu, which a stalled write holds.
+func (ex *exchange) unblock() {
+	ex.stopped.Store(true)
+	ex.rc.SetWriteDeadline(time.Now())
+}

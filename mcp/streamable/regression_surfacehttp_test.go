@@ -1,0 +1,257 @@
+package streamable
+
+// Regression tests for defects a review found in the Streamable HTTP
+// surface (both sides). Each names the bug it pins; a failure is the bug.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/server"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const h7Meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+func h7Modern(id, method, params string) string {
+	p := "{" + h7Meta
+	if params != "" {
+		p += "," + params
+	}
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + p + `}}`
+}
+
+const h7Init = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"c","version":"1"}}}`
+
+func h7Server(opts *server.Options) *server.Server {
+	return server.New(mcp.Implementation{Name: "test-server", Version: "0.1"}, opts)
+}
+
+func h7One(t *testing.T, got []string) string {
+	t.Helper()
+	if len(got) != 1 {
+		t.Fatalf("want one line, got %q", got)
+	}
+	return got[0]
+}
+
+// 2. A legacy client's answer to the server's own request is routed by a
+// sequential, process-wide id ("srv-1", "srv-2", ...) and nothing else:
+// any other HTTP client can guess it and answer for the client that was
+// asked.
+func TestRegressionSurfaceSrvIDAnsweredByAnotherClient(t *testing.T) {
+	s := h7Server(nil)
+	s.AddTool(mcp.Tool{Name: "greet"}, func(ctx context.Context, r *server.ToolRequest) (*mcp.ToolResult, error) {
+		res, err := r.Elicit(ctx, "who", "Your name?", map[string]any{"type": "object"})
+		if err != nil {
+			return nil, err
+		}
+		return mcp.TextResult(fmt.Sprint("hello ", res.Content["name"])), nil
+	})
+	h := NewHandler(s, nil)
+	srv := httptest.NewServer(h)
+	defer func() { h.Shutdown(context.Background()); srv.Close() }()
+
+	post := func(body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(mcp.HeaderProtocolVersion, "2025-11-25")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// Alice calls the tool and is asked for her name on her stream.
+	alice := post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet"}}`)
+	defer alice.Body.Close()
+	br := bufio.NewReader(alice.Body)
+	readData := func() string {
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("alice's stream: %v", err)
+			}
+			if d, ok := strings.CutPrefix(strings.TrimRight(l, "\r\n"), "data: "); ok {
+				return d
+			}
+		}
+	}
+	asked := readData()
+	if !strings.Contains(asked, `"elicitation/create"`) {
+		t.Fatalf("alice got %s", asked)
+	}
+	var q struct {
+		ID json.RawMessage `json:"id"`
+	}
+	json.Unmarshal([]byte(asked), &q)
+	// Mallory never saw Alice's stream; she guesses the first id. Then
+	// Alice answers with the id she was sent.
+	m := post(`{"jsonrpc":"2.0","id":"srv-1","result":{"action":"accept","content":{"name":"Mallory"}}}`)
+	m.Body.Close()
+	a := post(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"result":{"action":"accept","content":{"name":"Alice"}}}`)
+	a.Body.Close()
+	if d := readData(); !strings.Contains(d, "hello Alice") {
+		t.Errorf("Alice's result: %s", d)
+	}
+}
+
+func r7Post(body string, hdr map[string]string) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+// 7. The Mcp-Param- check of a nested argument reads it case-sensitively
+// (argAt), the tool decodes case-insensitively: the header says "us", the
+// tool runs with "eu". The top-level variant was fixed; the nested one not.
+func TestRegressionSurfaceNestedParamHeaderCaseVariantBypass(t *testing.T) {
+	s := h7Server(nil)
+	type in struct {
+		Loc struct {
+			Region string `json:"region"`
+		} `json:"loc"`
+	}
+	got := make(chan string, 1)
+	server.AddTool(s, mcp.Tool{Name: "deploy", InputSchema: json.RawMessage(`{"type":"object","properties":{"loc":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}}`)},
+		func(_ context.Context, _ *server.ToolRequest, a in) (*mcp.ToolResult, error) {
+			got <- a.Loc.Region
+			return mcp.TextResult(a.Loc.Region), nil
+		})
+	h := NewHandler(s, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + h7Meta + `,"name":"deploy","arguments":{"loc":{"region":"us","REGION":"eu"}}}}`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r7Post(body, map[string]string{mcp.HeaderProtocolVersion: mcp.LatestVersion, mcp.HeaderMethod: "tools/call", mcp.HeaderName: "deploy", "Mcp-Param-Region": "us"}))
+	select {
+	case region := <-got:
+		if region != "us" {
+			t.Errorf("Mcp-Param-Region: us accepted (status %d) but the tool ran with region %q", rec.Code, region)
+		}
+	default:
+	}
+}
+
+// 8. The HTTP layer reads _meta's protocolVersion case-insensitively
+// (encoding/json), the session exactly (jsonrpc.Members): MCP-Protocol-Version:
+// 2025-11-25 passes the mirror check while the request is served as
+// 2026-07-28.
+func TestRegressionSurfaceProtocolVersionHeaderMismatchViaCaseVariant(t *testing.T) {
+	s := h7Server(nil)
+	h := NewHandler(s, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","IO.MODELCONTEXTPROTOCOL/PROTOCOLVERSION":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r7Post(body, map[string]string{mcp.HeaderProtocolVersion: "2025-11-25", mcp.HeaderMethod: "tools/list"}))
+	if rec.Code != http.StatusBadRequest {
+		t.Errorf("header 2025-11-25 with body 2026-07-28 was served: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// 11. Legacy over HTTP: logging/setLevel is answered {} but forgotten with
+// it still holds them, and a server can grow it without bound.
+func TestRegressionSurfaceLateResponsesKeptForever(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		switch m.Method {
+		case mcp.MethodDiscover:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"ttlMs":0,"cacheScope":"public"}}`, m.ID)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 50 {
+				fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":\"junk-%s-%d\",\"result\":{}}\n\n", m.ID, i)
+			}
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"resultType\":\"complete\",\"tools\":[]}}\n\n", m.ID)
+		}
+	}))
+	defer srv.Close()
+	var ht *httpTransport
+	sess, err := host.NewSession(t.Context(), &host.Options{Eras: mcp.ModernOnly, CacheKey: srv.URL}, func(p host.Peer) host.Transport {
+		ht = newHTTPTransport(srv.URL, p, nil)
+		return ht
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for range 3 {
+		if _, err := sess.ListTools(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	ht.late.Range(func(any, any) bool { n++; return true })
+	if n > 0 {
+		t.Errorf("no call in flight, yet %d stray responses are kept", n)
+	}
+}
+
+// 13. With OnInput set, a legacy HTTP connect opens the standalone GET
+// stream synchronously on the transport's base context: a server that
+// does not send the GET's headers holds Connect past its ctx and
+// ConnectTimeout.
+func TestRegressionSurfaceStandaloneStreamIgnoresConnectDeadline(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			select { // headers only with the first event, which never comes
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		if m.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}`, m.ID)
+	}))
+	defer srv.Close()
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	type result struct {
+		s   *host.Session
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := Connect(ctx, srv.URL, &host.Options{Eras: mcp.LegacyOnly, ConnectTimeout: 300 * time.Millisecond,
+			OnInput: func(context.Context, mcp.InputRequest) (any, error) { return map[string]any{}, nil }}, nil)
+		ch <- result{s, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-time.After(3 * time.Second):
+		t.Errorf("ConnectHTTP still running 3 s after its 300 ms deadline")
+		once.Do(func() { close(release) })
+		r = <-ch
+	}
+	if r.s != nil {
+		r.s.Close()
+	}
+}
