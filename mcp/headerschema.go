@@ -15,12 +15,12 @@ import (
 // an HTTP token, unique in the tool (case-insensitively). "Invalid
 // annotations" make the tool invalid: clients drop it from tools/list.
 
-// pathSep joins the property names of an argument's path into a map key.
+// ArgPathSep joins the property names of an argument's path into a map key.
 const ArgPathSep = "\x00"
 
 var headerToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-// schemaHeaders returns the annotated arguments of a tool's input schema
+// SchemaHeaders returns the annotated arguments of a tool's input schema
 // (path -> header name), and whether the annotations are valid.
 func SchemaHeaders(schema json.RawMessage) (map[string]string, bool) {
 	var root any
@@ -104,7 +104,7 @@ func (p *schemaPath) join() string {
 	return strings.Join(names, ArgPathSep)
 }
 
-// toolHeaderMap maps each tool that has valid x-mcp-header arguments to
+// ToolHeaderMap maps each tool that has valid x-mcp-header arguments to
 // them; tools with invalid annotations map to nil (and are reported).
 func ToolHeaderMap(tools []Tool) (map[string]map[string]string, map[string]bool) {
 	m, invalid := map[string]map[string]string{}, map[string]bool{}

@@ -16,7 +16,7 @@ const (
 	HeaderSessionID       = "Mcp-Session-Id"
 )
 
-// decodeHeaderValue undoes the =?base64?...?= form values that are not
+// DecodeHeaderValue undoes the =?base64?...?= form values that are not
 // plain ASCII travel in.
 func DecodeHeaderValue(v string) (string, error) {
 	inner, ok := strings.CutPrefix(v, "=?base64?")

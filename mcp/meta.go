@@ -8,7 +8,14 @@ import (
 	"github.com/agentwire/agentwire/jsonrpc"
 )
 
-// checkModernMeta checks the required per-request fields (guarantee E1).
+// The server side's reading of a request, shared by the server and the
+// bridge: a 2026-07-28 request's _meta, initialize's params, the versions
+// offered, and the methods whose results differ by era.
+
+// CheckModernMeta checks the required per-request fields of a 2026-07-28
+// request (guarantee E1) and returns its version: a missing or malformed
+// field is -32602, an unknown version -32022 with data.supported and
+// data.requested.
 func CheckModernMeta(m *RequestMeta) (version string, err error) {
 	if m == nil {
 		return "", InvalidParams("invalid params: _meta with %q and %q is required", MetaProtocolVersion, MetaClientCapabilities)
@@ -41,17 +48,39 @@ func CheckModernMeta(m *RequestMeta) (version string, err error) {
 	return version, nil
 }
 
-// cacheable are the results that carry ttlMs and cacheScope (SEP-2549).
+// CacheableMethods are the results that carry ttlMs and cacheScope (SEP-2549).
 var CacheableMethods = []string{MethodToolsList, "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
 
 // LogLevels are the syslog severities of notifications/message, least
 // severe first.
 var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
+// InitializeParams are the params of a legacy initialize.
 type InitializeParams struct {
 	ProtocolVersion string          `json:"protocolVersion"`
 	Capabilities    json.RawMessage `json:"capabilities"`
 	ClientInfo      json.RawMessage `json:"clientInfo"`
+}
+
+// ParseInitialize reads initialize's params; without a protocolVersion
+// they are -32602.
+func ParseInitialize(raw []byte) (*InitializeParams, error) {
+	var p InitializeParams
+	if err := json.Unmarshal(raw, &p); err != nil || p.ProtocolVersion == "" {
+		return nil, InvalidParams("invalid params: initialize needs protocolVersion, capabilities and clientInfo")
+	}
+	return &p, nil
+}
+
+// LegacyVersionFor is the version a server answers initialize with: the
+// requested one when it is a legacy version agentwire speaks, and
+// otherwise the latest legacy version (2025-11-25 lifecycle, version
+// negotiation).
+func LegacyVersionFor(requested string) string {
+	if slices.Contains(LegacyVersions, requested) {
+		return requested
+	}
+	return LatestLegacyVersion
 }
 
 // SupportedVersions are the protocol versions a server set to eras
@@ -67,9 +96,10 @@ func SupportedVersions(eras Eras) []string {
 	return append(slices.Clone(ModernVersions), LegacyVersions...)
 }
 
-// removedInModern are the legacy methods a modern request may not use.
+// RemovedInModern are the legacy methods a modern request may not use.
 var RemovedInModern = []string{MethodInitialize, MethodPing, "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
 
+// InvalidParams is a -32602 error with a formatted message.
 func InvalidParams(format string, args ...any) error {
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, format, args...)
 }

@@ -1,6 +1,10 @@
 package mcp
 
-import "github.com/agentwire/agentwire/jsonrpc"
+import (
+	"encoding/json"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+)
 
 // The request path reads the few members MCP needs straight from the raw
 // params with jsonrpc.Members (the scanner jsonrpc.Decode validated them
@@ -13,7 +17,9 @@ import "github.com/agentwire/agentwire/jsonrpc"
 // every other reader of the request sees, whichever of two it would have
 // kept.
 
-// params is what a request's params say, as slices of the raw params.
+// RequestParams is what a request's params say, as slices of the raw
+// params: what a transport that has parsed them hands the handler (in
+// Routed), so that they are parsed once.
 type RequestParams struct {
 	Meta      *RequestMeta // nil when there is no _meta object
 	metaValue RequestMeta
@@ -27,9 +33,9 @@ type RequestParams struct {
 	RequestState   []byte
 }
 
-// parseParams reads raw into p (in place: p.meta points into p). Anything
-// but an object (JSON, as jsonrpc.Members validates it) yields empty
-// params.
+// ParseRequestParams reads raw into p (in place: p.Meta points into p).
+// Anything but an object (JSON, as jsonrpc.Members validates it) yields
+// empty params.
 func ParseRequestParams(raw []byte, p *RequestParams) {
 	jsonrpc.Members(raw, func(key, value []byte) bool {
 		switch string(key) {
@@ -75,4 +81,14 @@ func parseMeta(raw []byte, m *RequestMeta) {
 		}
 		return true
 	})
+}
+
+// RequestMeta is the part of params._meta agentwire reads, raw.
+type RequestMeta struct {
+	ProtocolVersion    json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
+	logLevelInvalid    bool            // present but not a string
+	ProgressToken      json.RawMessage `json:"progressToken"`
 }

@@ -46,21 +46,32 @@ const (
 	CodeHeaderMismatch                  int64 = -32020
 	CodeMissingRequiredClientCapability int64 = -32021
 	CodeUnsupportedProtocolVersion      int64 = -32022
-	CodeServerNotInitialized            int64 = -32600
-	ResultTypeComplete                        = "complete"
-	ResultTypeInputRequired                   = "input_required"
-	CacheScopePublic                          = "public"
-	MethodDiscover                            = "server/discover"
-	MethodInitialize                          = "initialize"
-	MethodInitialized                         = "notifications/initialized"
-	MethodPing                                = "ping"
-	MethodToolsList                           = "tools/list"
-	MethodToolsCall                           = "tools/call"
-	MethodListen                              = "subscriptions/listen"
-	MethodCancelled                           = "notifications/cancelled"
-	MethodProgress                            = "notifications/progress"
-	MethodAcknowledged                        = "notifications/subscriptions/acknowledged"
-	MethodToolsListChanged                    = "notifications/tools/list_changed"
+	// CodeServerNotInitialized answers a legacy request before
+	// initialize (JSON-RPC's Invalid Request).
+	CodeServerNotInitialized int64 = -32600
+)
+
+// A 2026-07-28 result's resultType, and the cacheScope of results every
+// client may share.
+const (
+	ResultTypeComplete      = "complete"
+	ResultTypeInputRequired = "input_required"
+	CacheScopePublic        = "public"
+)
+
+// The methods both sides of agentwire name.
+const (
+	MethodDiscover         = "server/discover"
+	MethodInitialize       = "initialize"
+	MethodInitialized      = "notifications/initialized"
+	MethodPing             = "ping"
+	MethodToolsList        = "tools/list"
+	MethodToolsCall        = "tools/call"
+	MethodListen           = "subscriptions/listen"
+	MethodCancelled        = "notifications/cancelled"
+	MethodProgress         = "notifications/progress"
+	MethodAcknowledged     = "notifications/subscriptions/acknowledged"
+	MethodToolsListChanged = "notifications/tools/list_changed"
 )
 
 // Implementation identifies a client or a server.
@@ -178,7 +189,7 @@ type ToolResult struct {
 	IsError           bool      `json:"isError,omitempty"`
 }
 
-// appendJSON encodes the result without reflection for the common blocks;
+// AppendJSON encodes the result without reflection for the common blocks;
 // suffix, when not empty, is spliced in as the last members (a modern
 // result's resultType and _meta).
 func (r *ToolResult) AppendJSON(dst []byte, suffix []byte) json.RawMessage {
@@ -265,14 +276,4 @@ func TextResult(s string) *ToolResult { return &ToolResult{Content: []Content{Te
 // ErrorResult is a one-block text result with IsError set.
 func ErrorResult(s string) *ToolResult {
 	return &ToolResult{Content: []Content{Text(s)}, IsError: true}
-}
-
-// requestMeta is the part of params._meta this package reads.
-type RequestMeta struct {
-	ProtocolVersion    json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
-	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
-	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
-	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
-	logLevelInvalid    bool            // present but not a string
-	ProgressToken      json.RawMessage `json:"progressToken"`
 }

@@ -92,7 +92,7 @@ func (b *Bridge) logger() *slog.Logger {
 
 func (b *Bridge) Eras() mcp.Eras { return mcp.BothEras }
 
-// headerParams answers from the server's tool list, fetched once and
+// HeaderParams answers from the server's tool list, fetched once and
 // refreshed by every tools/list a client sends through the bridge.
 func (b *Bridge) HeaderParams(tool string) map[string]string {
 	b.mu.Lock()
@@ -180,7 +180,7 @@ func (r *relay) finish() {
 	<-r.done
 }
 
-// exchangeOptions makes the endpoint's logger (base.Logger) the
+// ExchangeOptions makes the endpoint's logger (base.Logger) the
 // bridge's: what clients must not see is logged there.
 func (b *Bridge) ExchangeOptions(base *rpc.Options) *rpc.Options {
 	var o rpc.Options
@@ -288,14 +288,11 @@ func (b *Bridge) legacy(ctx context.Context, req *rpc.Request, version string) (
 	s := b.sess
 	switch req.Method {
 	case mcp.MethodInitialize:
-		var p mcp.InitializeParams
-		if err := req.UnmarshalParams(&p); err != nil || p.ProtocolVersion == "" {
-			return nil, mcp.InvalidParams("invalid params: initialize needs protocolVersion, capabilities and clientInfo")
+		p, err := mcp.ParseInitialize(req.Params)
+		if err != nil {
+			return nil, err
 		}
-		v := mcp.LatestLegacyVersion
-		if slices.Contains(mcp.LegacyVersions, p.ProtocolVersion) {
-			v = p.ProtocolVersion
-		}
+		v := mcp.LegacyVersionFor(p.ProtocolVersion)
 		r := map[string]any{"protocolVersion": v, "capabilities": rawOr(s.Capabilities(), "{}"), "serverInfo": s.ServerInfo()}
 		if s.Instructions() != "" {
 			r["instructions"] = s.Instructions()

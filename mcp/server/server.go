@@ -207,7 +207,7 @@ func (s *Server) ConnOptions(base *rpc.Options) *rpc.Options {
 	return &o
 }
 
-// exchangeHandler serves one Streamable HTTP request (streamable.Handler):
+// ExchangeHandler serves one Streamable HTTP request (streamable.Handler):
 // legacy requests as if initialize had happened at their header's
 // version, with no list-change watcher (there is no stream to send on).
 func (s *Server) ExchangeHandler(r *mcp.Routed) rpc.Handler {
@@ -813,16 +813,11 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 }
 
 func (ss *session) initialize(req *rpc.Request) (any, error) {
-	var p mcp.InitializeParams
-	if err := req.UnmarshalParams(&p); err != nil || p.ProtocolVersion == "" {
-		return nil, mcp.InvalidParams("invalid params: initialize needs protocolVersion, capabilities and clientInfo")
+	p, err := mcp.ParseInitialize(req.Params)
+	if err != nil {
+		return nil, err
 	}
-	// The server echoes a version it supports, or answers with its own
-	// latest legacy version (2025-11-25 lifecycle, version negotiation).
-	version := mcp.LatestLegacyVersion
-	if slices.Contains(mcp.LegacyVersions, p.ProtocolVersion) {
-		version = p.ProtocolVersion
-	}
+	version := mcp.LegacyVersionFor(p.ProtocolVersion)
 	ss.mu.Lock()
 	ss.legacyVersion = version
 	ss.clientCaps = p.Capabilities
