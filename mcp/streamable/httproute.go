@@ -166,7 +166,7 @@ func (h *Handler) decideEra(hasBodyVersion bool, bodyVersion string, hasHeader b
 // the object without building a map: it runs for every request.
 func caseAmbiguous(obj []byte, names ...string) string {
 	found := ""
-	jsonrpc.Members(obj, func(key, _ []byte) bool {
+	jsonrpc.EachMember(obj, func(key, _ []byte) bool {
 		for _, name := range names {
 			if string(key) != name && equalFold(key, name) {
 				found = string(key)

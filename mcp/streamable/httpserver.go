@@ -672,7 +672,7 @@ func (h *Handler) checkHeaders(hdr http.Header, modern bool, method string, hasH
 // encoding/json).
 func rawMembers(raw []byte) map[string]json.RawMessage {
 	m := map[string]json.RawMessage{}
-	jsonrpc.Members(raw, func(key, value []byte) bool { m[string(key)] = value; return true })
+	jsonrpc.EachMember(raw, func(key, value []byte) bool { m[string(key)] = value; return true })
 	return m
 }
 
