@@ -21,26 +21,8 @@ import (
 
 const h7Meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
 
-func h7Modern(id, method, params string) string {
-	p := "{" + h7Meta
-	if params != "" {
-		p += "," + params
-	}
-	return `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + p + `}}`
-}
-
-const h7Init = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"c","version":"1"}}}`
-
 func h7Server(opts *server.Options) *server.Server {
 	return server.New(mcp.Implementation{Name: "test-server", Version: "0.1"}, opts)
-}
-
-func h7One(t *testing.T, got []string) string {
-	t.Helper()
-	if len(got) != 1 {
-		t.Fatalf("want one line, got %q", got)
-	}
-	return got[0]
 }
 
 // 2. A legacy client's answer to the server's own request is routed by a

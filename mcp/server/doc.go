@@ -1,0 +1,98 @@
+// Package server is a dual-era MCP server over agentwire's JSON-RPC
+// runtime (guarantee E1).
+//
+// New and AddTool build a server; Handler gives each connection its own
+// handler and ConnOptions the connection options MCP needs (initialize is
+// a barrier, batches are rejected, notifications/cancelled silences a
+// request); ServeStdio serves the process's stdin and stdout. One Server
+// serves any number of connections at once, each on its own rpc.Conn:
+// the connection's runtime dispatches requests concurrently (bounded by
+// rpc.Options), so a handler must be safe to run beside others; the
+// Server's registries take a lock of their own, and tools, resources and
+// prompts may be added or removed while connections are served.
+//
+// A dual-era server (the default) picks the era per request: a request
+// whose _meta carries io.modelcontextprotocol/protocolVersion is modern
+// and is validated on its own (a missing or malformed required field is
+// -32602; an unknown version is -32022 with data.supported and
+// data.requested) and served statelessly, with resultType, _meta
+// serverInfo, and ttlMs/cacheScope on cacheable results. Anything else
+// is legacy: initialize (version negotiation as the 2025-11-25 lifecycle
+// says), notifications/initialized and ping, with tools served once
+// initialize is done. Answering server/discover pins nothing, so a client
+// may probe and then fall back to initialize on the same pipe; legacy
+// state lives per connection. Over Streamable HTTP (mcp/streamable) the
+// transport has decided the era and parsed the params already
+// (mcp.Routed), and ExchangeHandler serves each request statelessly, a
+// legacy one as if initialize had happened at its header's version.
+//
+// # Tools
+//
+// Tools get a ToolRequest: Progress sends notifications/progress when the
+// client asked for it (strictly increasing, always before the result).
+// The handler's context is cancelled by notifications/cancelled, after
+// which nothing more is written for the request, and when the connection
+// shuts down. subscriptions/listen is acknowledged first; every
+// notification on it carries the subscription id; it announces tool-set
+// changes; a client cancel ends it silently and end of input ends it with
+// the graceful final result (guarantee E6). A listen stream holds no
+// handler slot: it detaches into the connection's stream budget
+// (rpc.Options.MaxStreams, 256), so open streams never keep ordinary
+// requests waiting; one beyond the budget is answered -32000 with
+// data.reason "too_many_streams".
+//
+// The typed AddTool checks a call's arguments against the InputSchema the
+// tool publishes (inferred by mcp.SchemaFor, or its own) before the
+// handler runs: required members, types, properties and items at any
+// depth, additionalProperties, enum and const. Arguments that do not
+// conform are a tool execution error, as the specification has it for
+// input errors: a result with isError whose text names every problem
+// ("invalid arguments for echo: argument "text" is required but
+// missing."), which the model can read to correct its call. The handler
+// is not called.
+//
+// Beyond tools a server has resources (AddResource, AddResourceTemplate
+// with {var} and {+var} templates, ResourceUpdated for legacy
+// subscribers), prompts (AddPrompt; required arguments are checked before
+// the handler runs), completion (SetCompletion) and logging
+// (ToolRequest.Log: a legacy connection's logging/setLevel threshold,
+// "info" until set; in 2026-07-28 only when the request's _meta asked).
+// Capabilities follow what is registered. Lists are paged when
+// Options.PageSize is set. Methods removed in 2026-07-28 (ping,
+// logging/setLevel, resources/subscribe) are unknown to modern requests.
+//
+// # Asking the client for input
+//
+// ToolRequest and PromptRequest have Ask, Elicit, State and SetState, one
+// API for both eras. In the legacy era Ask sends the server's own request
+// (elicitation/create, sampling/createMessage, roots/list) on the
+// connection and waits for the answer (or the request's cancellation);
+// over stateless HTTP the request goes out on the call's event stream
+// under a process-unique id, and the answer, which the client POSTs
+// separately, is routed back. In the 2026-07-28 era there are no server
+// requests (SEP-2322): Ask returns the answers the client sent with its
+// retry (inputResponses), or mcp.ErrInputRequired, which the handler
+// returns and which becomes an input_required result carrying the
+// unanswered requests and, if the handler called SetState, a requestState
+// signed with HMAC-SHA256 over the method, the tool or prompt name and a
+// digest of its arguments, valid for an hour (Options.StateKey, random per
+// Server by default). The retry runs the handler again from the start;
+// State then returns the verified state, and altered, foreign or expired
+// state is -32602. logging/setLevel and resources/subscribe are accepted
+// from legacy HTTP clients but cannot outlast their POST (there is no
+// session): the default threshold applies and no update notification can
+// be sent.
+//
+// # Shutdown
+//
+// A Server owns no goroutine of its own beyond its connections': a
+// connection ends when its input does (rpc.Conn.EndInput, end of stdin),
+// after which listen streams finish with their final result and other
+// handlers get the connection's end-of-stream grace, and a legacy
+// connection's list-change watcher stops with it. Closing the connection
+// cancels every handler at once.
+//
+// This package does not speak HTTP: mcp/streamable serves a Server over
+// Streamable HTTP through the methods of streamable.Backend
+// (ExchangeHandler, ExchangeOptions, Eras, HeaderParams).
+package server
