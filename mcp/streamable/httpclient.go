@@ -598,6 +598,14 @@ func (t *httpTransport) response(body []byte, id jsonrpc.ID) (json.RawMessage, e
 		}
 		return nil, fmt.Errorf("mcp: malformed response: %w", err)
 	}
+	// body is the caller's to give: the result is handed out as it lies.
+	return answerOf(&msg, id, false)
+}
+
+// answerOf returns what a decoded response says to request id. With
+// borrowed, the message's bytes are a reused buffer (an event stream's),
+// and the result is copied out of it.
+func answerOf(msg *jsonrpc.Message, id jsonrpc.ID, borrowed bool) (json.RawMessage, error) {
 	if !msg.Kind.IsResponse() || string(msg.ID) != string(id) {
 		return nil, fmt.Errorf("mcp: the response does not answer request %s", id)
 	}
@@ -608,7 +616,10 @@ func (t *httpTransport) response(body []byte, id jsonrpc.ID) (json.RawMessage, e
 		}
 		return nil, e
 	}
-	return json.RawMessage(bytes.Clone(msg.Result)), nil
+	if borrowed {
+		return json.RawMessage(bytes.Clone(msg.Result)), nil
+	}
+	return json.RawMessage(msg.Result[:len(msg.Result):len(msg.Result)]), nil
 }
 
 // readStream reads an event stream until the response to id. Lines end
@@ -676,7 +687,9 @@ func (t *httpTransport) resume(ctx context.Context, lastID string) (*http.Respon
 // scanEvents reads one stream body; done reports the response to id.
 func (t *httpTransport) scanEvents(body io.Reader, id jsonrpc.ID, lastID *string, retry *time.Duration) (json.RawMessage, bool, error) {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 32<<10), t.opts.MaxMessageBytes+64)
+	// A small first buffer: most events are small, and the scanner grows
+	// it (up to the limit) for the ones that are not.
+	sc.Buffer(make([]byte, 0, 4<<10), t.opts.MaxMessageBytes+64)
 	sc.Split(splitEventLines)
 	var data []byte
 	hasData, first := false, true
@@ -774,7 +787,8 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 			}
 			return nil, false, nil
 		}
-		res, err := t.response(data, id)
+		// Decoded once: the event's message is the answer.
+		res, err := answerOf(&msg, id, true)
 		return res, true, err
 	}
 	return nil, false, nil
