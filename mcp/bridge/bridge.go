@@ -80,7 +80,8 @@ func (b *Bridge) slowClient(cancel context.CancelCauseFunc) func() {
 	}
 }
 
-// New returns a bridge to the server behind sess.
+// New returns a bridge to the server behind sess; serve it with
+// streamable.NewHandler.
 func New(sess *host.Session) *Bridge { return &Bridge{sess: sess} }
 
 func (b *Bridge) logger() *slog.Logger {
@@ -90,6 +91,8 @@ func (b *Bridge) logger() *slog.Logger {
 	return slog.Default()
 }
 
+// Eras is BothEras: the bridge serves clients of either era, whatever the
+// server speaks.
 func (b *Bridge) Eras() mcp.Eras { return mcp.BothEras }
 
 // HeaderParams answers from the server's tool list, fetched once and
@@ -196,6 +199,8 @@ func (b *Bridge) ExchangeOptions(base *rpc.Options) *rpc.Options {
 	return &o
 }
 
+// ExchangeHandler forwards one HTTP request to the server, translated
+// from the era the route decided (n) to the server's.
 func (b *Bridge) ExchangeHandler(n *mcp.Routed) rpc.Handler {
 	modern, legacyVersion := n.Era == mcp.Modern, n.Version
 	return rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {

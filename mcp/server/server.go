@@ -207,17 +207,29 @@ func (s *Server) ConnOptions(base *rpc.Options) *rpc.Options {
 	return &o
 }
 
-// ExchangeHandler serves one Streamable HTTP request (streamable.Handler):
-// legacy requests as if initialize had happened at their header's
+// The methods of streamable.Backend, by which mcp/streamable serves a
+// Server over HTTP.
+
+// ExchangeHandler serves one Streamable HTTP request, whose params and era
+// the route has put in r (they reach the session again as the request's
+// note): legacy requests as if initialize had happened at their header's
 // version, with no list-change watcher (there is no stream to send on).
+// The request's session is allocated here (the one allocation a request
+// costs the Server).
 func (s *Server) ExchangeHandler(r *mcp.Routed) rpc.Handler {
 	return &session{srv: s, forceModern: r.Era == mcp.Modern, legacyVersion: r.Version, initialized: true, watching: true}
 }
 
+// ExchangeOptions is ConnOptions: an exchange's connection is an MCP
+// connection like any other.
 func (s *Server) ExchangeOptions(base *rpc.Options) *rpc.Options { return s.ConnOptions(base) }
 
+// Eras is Options.Eras: which eras the server serves.
 func (s *Server) Eras() mcp.Eras { return s.opts.Eras }
 
+// HeaderParams maps a tool's arguments to the Mcp-Param- headers its input
+// schema declares (x-mcp-header); nil for a tool that declares none or
+// that the server does not have.
 func (s *Server) HeaderParams(tool string) map[string]string {
 	if t := s.tool(tool); t != nil {
 		return t.headers
