@@ -429,8 +429,10 @@ func (ss *session) setLevel(raw []byte) (any, error) {
 	if json.Unmarshal(raw, &p) != nil || !slices.Contains(mcp.LogLevels, p.Level) {
 		return nil, mcp.InvalidParams("invalid params: level must be one of %s", strings.Join(mcp.LogLevels, ", "))
 	}
-	ss.mu.Lock()
-	ss.logLevel = p.Level
-	ss.mu.Unlock()
+	if !ss.stateless { // over HTTP it cannot outlast its POST
+		ss.mu.Lock()
+		ss.logLevel = p.Level
+		ss.mu.Unlock()
+	}
 	return struct{}{}, nil
 }

@@ -68,6 +68,10 @@ type Server struct {
 	tools   registry[*registeredTool]
 	changed chan struct{} // closed and replaced whenever the tool set changes
 
+	// exchange is the handler of every Streamable HTTP request (see
+	// ExchangeHandler).
+	exchange session
+
 	// modernSuffix is what every 2026-07-28 result ends with: resultType
 	// and the server's identity in _meta, encoded once.
 	modernSuffix []byte
@@ -93,6 +97,7 @@ func New(info mcp.Implementation, opts *Options) *Server {
 	}
 	meta, _ := json.Marshal(map[string]any{mcp.MetaServerInfo: s.info})
 	s.modernSuffix = append([]byte(`"resultType":"complete","_meta":`), meta...)
+	s.exchange = session{srv: s, stateless: true}
 	return s
 }
 
@@ -210,15 +215,15 @@ func (s *Server) ConnOptions(base *rpc.Options) *rpc.Options {
 // The methods of streamable.Backend, by which mcp/streamable serves a
 // Server over HTTP.
 
-// ExchangeHandler serves one Streamable HTTP request, whose params and era
-// the route has put in r (they reach the session again as the request's
-// note): legacy requests as if initialize had happened at their header's
-// version, with no list-change watcher (there is no stream to send on).
-// The request's session is allocated here (the one allocation a request
-// costs the Server).
-func (s *Server) ExchangeHandler(r *mcp.Routed) rpc.Handler {
-	return &session{srv: s, forceModern: r.Era == mcp.Modern, legacyVersion: r.Version, initialized: true, watching: true}
-}
+// ExchangeHandler serves one Streamable HTTP request, whose params, era
+// and version the route has put in r; they reach the handler again as the
+// request's note. Every request gets the same handler, the Server's
+// stateless session: legacy requests are served as if initialize had
+// happened at their header's version, with no list-change watcher (there
+// is no stream to send on), and nothing a request says (initialize's
+// capabilities, logging/setLevel) is kept for another. So a request costs
+// no allocation for its handler.
+func (s *Server) ExchangeHandler(r *mcp.Routed) rpc.Handler { return &s.exchange }
 
 // ExchangeOptions is ConnOptions: an exchange's connection is an MCP
 // connection like any other.
@@ -298,9 +303,10 @@ func (s *Server) toolBytes(name []byte) *registeredTool {
 // probe and then fall back to initialize on the same pipe (guarantee E1).
 type session struct {
 	srv *Server
-	// forceModern: the HTTP request's header said modern, so a request
-	// without _meta is malformed rather than legacy.
-	forceModern bool
+	// stateless: the Server's handler of Streamable HTTP requests, shared
+	// by all of them. Each request arrives routed (mcp.Routed: its era and
+	// version decided), and nothing it says is kept in the session.
+	stateless bool
 
 	mu            sync.Mutex
 	initialized   bool
@@ -320,20 +326,20 @@ func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 		if n.Era == mcp.Modern {
 			return ss.modern(ctx, req, &n.Params)
 		}
-		return ss.legacy(ctx, req, &n.Params)
+		return ss.legacy(ctx, req, &n.Params, n.Version)
 	}
 	// On a stream this is the one place a request's era is decided: its
 	// _meta says modern, anything else is legacy (guarantee E1).
 	var p mcp.RequestParams
 	mcp.ParseRequestParams(req.Params, &p)
-	if ss.forceModern || (p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Eras != mcp.LegacyOnly) {
+	if p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Eras != mcp.LegacyOnly {
 		return ss.modern(ctx, req, &p)
 	}
-	return ss.legacy(ctx, req, &p)
+	return ss.legacy(ctx, req, &p, "")
 }
 
 func (ss *session) notification(req *rpc.Request) {
-	if req.Method == mcp.MethodInitialized {
+	if req.Method == mcp.MethodInitialized && !ss.stateless {
 		ss.mu.Lock()
 		ss.initialized = ss.initialized || ss.legacyVersion != ""
 		ss.mu.Unlock()
@@ -623,7 +629,7 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *mcp.Reques
 	if modern {
 		suffix = ss.srv.modernSuffix
 	}
-	if !modern {
+	if !modern && !ss.stateless { // a stateless session keeps neither
 		ss.mu.Lock()
 		tr.logLevel, tr.ClientCapabilities = ss.logLevel, ss.clientCaps
 		ss.mu.Unlock()
@@ -770,12 +776,18 @@ func (r *ToolRequest) Log(level, logger string, data any) (bool, error) {
 
 // ----- legacy (initialize handshake) -----
 
-func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *mcp.RequestParams) (any, error) {
+// legacy serves a request of the initialize era; routed is the version
+// the HTTP route decided ("" on a stream: the connection's handshake
+// says).
+func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *mcp.RequestParams, routed string) (any, error) {
 	s := ss.srv
-	ss.mu.Lock()
-	ready := ss.legacyVersion != ""
-	version := ss.legacyVersion
-	ss.mu.Unlock()
+	version := routed
+	if version == "" {
+		ss.mu.Lock()
+		version = ss.legacyVersion
+		ss.mu.Unlock()
+	}
+	ready := version != ""
 
 	if s.opts.Eras == mcp.ModernOnly {
 		if req.Method == mcp.MethodInitialize {
@@ -830,12 +842,18 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 		return nil, err
 	}
 	version := mcp.LegacyVersionFor(p.ProtocolVersion)
-	ss.mu.Lock()
-	ss.legacyVersion = version
-	ss.clientCaps = p.Capabilities
-	startWatch := !ss.watching
-	ss.watching = true
-	ss.mu.Unlock()
+	startWatch := false
+	if !ss.stateless {
+		// Over HTTP nothing outlasts the request: every later request
+		// names its version in its header, and there is no stream to
+		// watch the lists on.
+		ss.mu.Lock()
+		ss.legacyVersion = version
+		ss.clientCaps = p.Capabilities
+		startWatch = !ss.watching
+		ss.watching = true
+		ss.mu.Unlock()
+	}
 	if startWatch {
 		go ss.watchLegacyChanges(req.Conn(), ss.srv.toolsChanged())
 	}
