@@ -14,13 +14,14 @@ import (
 // A server with one typed tool, served on one connection (here in
 // memory; ServeStdio serves stdin and stdout), and a client that calls it.
 func ExampleAddTool() {
-	s := server.New(mcp.Implementation{Name: "weather", Version: "1.0.0"}, nil)
-	server.AddTool(s, mcp.Tool{Name: "forecast", Description: "Tomorrow's weather."},
-		func(ctx context.Context, req *server.ToolRequest, in struct {
-			City string `json:"city"`
-		}) (*mcp.ToolResult, error) {
-			return mcp.TextResult("sunny in " + in.City), nil
-		})
+	s := server.New(mcp.Implementation{Name: "calc", Version: "1"}, nil)
+	type sum struct {
+		A int `json:"a"`
+		B int `json:"b"`
+	}
+	server.AddTool(s, mcp.Tool{Name: "add"}, func(ctx context.Context, req *server.ToolRequest, in sum) (*mcp.ToolResult, error) {
+		return mcp.TextResult(fmt.Sprint(in.A + in.B)), nil
+	})
 
 	toServer, clientOut := io.Pipe()
 	clientIn, fromServer := io.Pipe()
@@ -34,16 +35,16 @@ func ExampleAddTool() {
 		return
 	}
 	defer sess.Close()
-	res, err := sess.CallTool(ctx, "forecast", map[string]string{"city": "Oslo"})
+	res, err := sess.CallTool(ctx, "add", map[string]int{"a": 2, "b": 3})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(sess.Era(), res.Content[0].Text)
 	// The arguments are checked against the inferred schema first.
-	res, _ = sess.CallTool(ctx, "forecast", map[string]any{"city": 7})
+	res, _ = sess.CallTool(ctx, "add", map[string]any{"a": "2", "b": 3})
 	fmt.Println(res.IsError, res.Content[0].Text)
 	// Output:
-	// modern sunny in Oslo
-	// true invalid arguments for forecast: argument "city" must be a string, not an integer.
+	// modern 5
+	// true invalid arguments for add: argument "a" must be an integer, not a string.
 }
