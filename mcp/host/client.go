@@ -76,7 +76,7 @@ type Options struct {
 	// Cache remembers eras across connects, keyed by CacheKey. Nil: none.
 	Cache EraCache
 	// CacheKey identifies the server. Default for StartServer: its
-	// command line and arguments.
+	// command line and arguments; for streamable.Connect: its URL.
 	CacheKey string
 	// Transport configures the underlying client (cancellation style,
 	// stderr sink, shutdown grace, restart policy, ...).
