@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 )
@@ -32,7 +33,22 @@ type RequestParams struct {
 	// A 2026-07-28 retry's answers and state (multi-round-trip requests).
 	InputResponses []byte
 	RequestState   []byte
+	// Ambiguous is a member that equals "name", "uri", "arguments" or
+	// "_meta" only under case folding ("Name"), and MetaAmbiguous one of
+	// _meta that equals a key read in RequestMeta that way; "" when there
+	// is none. A handler decoding into a Go struct matches keys
+	// case-insensitively, a server behind a bridge exactly: a transport
+	// that routes on these members refuses such a request, and learns it
+	// in the same walk that reads them.
+	Ambiguous, MetaAmbiguous string
 }
+
+// routedNames and metaNames are the members whose case-folded twins are
+// Ambiguous and MetaAmbiguous.
+var (
+	routedNames = [...]string{"name", "uri", "arguments", "_meta"}
+	metaNames   = [...]string{MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel, MetaProgressToken}
+)
 
 // ParseRequestParams reads raw into p (in place: p.Meta points into p).
 // raw is params as jsonrpc.Decode accepted them (valid JSON): they are
@@ -44,7 +60,7 @@ func ParseRequestParams(raw []byte, p *RequestParams) {
 		case "_meta":
 			if len(value) > 0 && value[0] == '{' {
 				p.Meta, p.MetaRaw = &p.metaValue, value
-				parseMeta(value, p.Meta)
+				parseMeta(value, p)
 			} else {
 				p.Meta = nil
 			}
@@ -60,12 +76,49 @@ func ParseRequestParams(raw []byte, p *RequestParams) {
 			p.InputResponses = value
 		case "requestState":
 			p.RequestState = value
+		default:
+			if p.Ambiguous == "" {
+				p.Ambiguous = foldedTwin(key, routedNames[:])
+			}
 		}
 		return true
 	})
 }
 
-func parseMeta(raw []byte, m *RequestMeta) {
+// foldedTwin returns key when it equals one of names only under case
+// folding, "" otherwise.
+func foldedTwin(key []byte, names []string) string {
+	for _, name := range names {
+		if string(key) != name && equalFold(key, name) {
+			return string(key)
+		}
+	}
+	return ""
+}
+
+// equalFold is strings.EqualFold for a key of bytes against one of our
+// ASCII member names, without converting the key: an ASCII key (all the
+// usual ones) is compared in place, any other as strings.EqualFold does
+// (Unicode folding: the Kelvin sign folds to "k").
+func equalFold(key []byte, name string) bool {
+	for _, c := range key {
+		if c >= 0x80 {
+			return strings.EqualFold(string(key), name)
+		}
+	}
+	if len(key) != len(name) {
+		return false // ASCII folds to ASCII of the same length
+	}
+	for i, c := range key {
+		if d := name[i]; c != d && (c|0x20 != d|0x20 || c|0x20 < 'a' || c|0x20 > 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseMeta(raw []byte, p *RequestParams) {
+	m := p.Meta
 	jsonrpc.EachMember(raw, func(key, value []byte) bool {
 		switch string(key) {
 		case MetaProtocolVersion:
@@ -80,6 +133,10 @@ func parseMeta(raw []byte, m *RequestMeta) {
 			m.logLevelInvalid = !ok
 		case MetaProgressToken:
 			m.ProgressToken = value
+		default:
+			if p.MetaAmbiguous == "" {
+				p.MetaAmbiguous = foldedTwin(key, metaNames[:])
+			}
 		}
 		return true
 	})

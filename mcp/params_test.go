@@ -56,3 +56,28 @@ func TestParseParams(t *testing.T) {
 		ParseRequestParams([]byte(in), &e)
 	}
 }
+
+// A member that equals one the request path reads only under case folding
+// is found in the same walk that reads the others, in params and in _meta.
+func TestParseParamsFindsCaseFoldedTwins(t *testing.T) {
+	for _, c := range []struct{ in, params, meta string }{
+		{`{"name":"a","Name":"b"}`, "Name", ""},
+		{`{"ARGUMENTS":{}}`, "ARGUMENTS", ""},
+		{"{\"na\u212ae\":1}", "", ""},         // the Kelvin sign folds to k, not to m
+		{"{\"\u212anown\":1}", "", ""},        // no such member
+		{`{"nAme":1,"_Meta":{}}`, "nAme", ""}, // the first one found
+		{`{"_meta":{"io.modelcontextprotocol/ProtocolVersion":"x"}}`, "", "io.modelcontextprotocol/ProtocolVersion"},
+		{`{"name":"a","cursor":"c","Cursor":1}`, "", ""}, // not a routed member
+	} {
+		var p RequestParams
+		ParseRequestParams([]byte(c.in), &p)
+		if p.Ambiguous != c.params || p.MetaAmbiguous != c.meta {
+			t.Errorf("%s: Ambiguous %q, MetaAmbiguous %q; want %q, %q", c.in, p.Ambiguous, p.MetaAmbiguous, c.params, c.meta)
+		}
+	}
+	var k RequestParams
+	ParseRequestParams([]byte("{\"\u212aey\":1,\"ur\u0130\":2}"), &k) // Unicode folding: no ASCII twin
+	if k.Ambiguous != "" {
+		t.Errorf("Ambiguous %q for keys with no ASCII twin", k.Ambiguous)
+	}
+}

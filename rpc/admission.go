@@ -233,7 +233,7 @@ func (c *Conn) waitRoom() bool {
 
 func (c *Conn) refuseBusy(req *Request, why string) {
 	c.stats.busy.Add(1)
-	c.busyLog.Refused("rpc: request refused: "+why, "method", req.Method,
+	c.refusals(&c.busyLog).Refused("rpc: request refused: "+why, "method", req.Method,
 		"limit", c.opts.MaxConcurrentRequests, "queue", c.opts.MaxQueuedRequests)
 	c.answerDirect(req, c.opts.busyError())
 }
@@ -367,7 +367,7 @@ func (c *Conn) detach(req *Request) error {
 	if c.streams >= c.opts.MaxStreams {
 		c.mu.Unlock()
 		c.stats.streamsRefused.Add(1)
-		c.streamsLog.Refused("rpc: stream refused: every stream is taken", "method", req.Method, "limit", c.opts.MaxStreams)
+		c.refusals(&c.streamsLog).Refused("rpc: stream refused: every stream is taken", "method", req.Method, "limit", c.opts.MaxStreams)
 		return ErrTooManyStreams
 	}
 	c.streams++

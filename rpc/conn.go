@@ -68,9 +68,11 @@ type Conn struct {
 	queuedBytes int           // params bytes of those
 	queueClosed bool          // shutdown dropped the queue; nothing joins it again
 	room        chan struct{} // closed when the queue shrinks, for a notification waiting for a place
-	busyLog     refusal.Log
-	streamsLog  refusal.Log
-	limitLog    refusal.Log // lines and batches over their size limits
+	// Refusals are logged once per burst, by kind; each log is made at the
+	// first refusal (most connections never refuse anything).
+	busyLog    atomic.Pointer[refusal.Log]
+	streamsLog atomic.Pointer[refusal.Log]
+	limitLog   atomic.Pointer[refusal.Log] // lines and batches over their size limits
 
 	// inline holds a positive token while the reading goroutine runs a
 	// handler (or a flush) itself; the watchdog negates it to hand input to
@@ -176,13 +178,21 @@ func newConn(h Handler, s settings) *Conn {
 		decode:  jsonrpc.DecodeOptions{AllowNullID: s.AllowNullID},
 		done:    make(chan struct{}),
 	}
-	c.busyLog.Logger, c.streamsLog.Logger, c.limitLog.Logger = s.Logger, s.Logger, s.Logger
 	parent := s.Context
 	if parent == nil {
 		parent = context.Background()
 	}
 	c.base, c.cancelBase = context.WithCancelCause(parent)
 	return c
+}
+
+// refusals returns the log of one kind of refusal, made on first use.
+func (c *Conn) refusals(p *atomic.Pointer[refusal.Log]) *refusal.Log {
+	if l := p.Load(); l != nil {
+		return l
+	}
+	p.CompareAndSwap(nil, &refusal.Log{Logger: c.opts.Logger})
+	return p.Load()
 }
 
 // startReading arms the watchdog and starts the reading goroutine.
@@ -301,7 +311,7 @@ func (c *Conn) hasInput() bool { return c.in != nil && c.in.HasLine() }
 // tooLong refuses a message over MaxMessageBytes.
 func (c *Conn) tooLong(err error) {
 	c.violation(ViolationTooLong, nil, err)
-	c.limitLog.Refused("rpc: line over MaxMessageBytes skipped", "limit", c.opts.MaxMessageBytes)
+	c.refusals(&c.limitLog).Refused("rpc: line over MaxMessageBytes skipped", "limit", c.opts.MaxMessageBytes)
 	c.replyBad(jsonrpc.NullID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 		"Invalid Request: message exceeds "+strconv.Itoa(c.opts.MaxMessageBytes)+" bytes",
 		map[string]any{"limit": c.opts.MaxMessageBytes}))
@@ -817,7 +827,7 @@ func (c *Conn) handleBatch(line []byte) {
 		return
 	case n > c.opts.MaxBatchLength:
 		c.stats.invalid.Add(1)
-		c.limitLog.Refused("rpc: batch over MaxBatchLength refused", "elements", n, "limit", c.opts.MaxBatchLength)
+		c.refusals(&c.limitLog).Refused("rpc: batch over MaxBatchLength refused", "elements", n, "limit", c.opts.MaxBatchLength)
 		c.replyBad(jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 			"Invalid Request: batch of %d elements exceeds the limit of %d", n, c.opts.MaxBatchLength))
 		return

@@ -45,17 +45,16 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 		// them (exact keys), and must be unambiguous: a handler decoding
 		// into a Go struct matches keys case-insensitively, a server behind
 		// a bridge exactly, and a header must be checked against the value
-		// used. The members are slices of the body, never copies.
-		if k := caseAmbiguous(msg.Params, "name", "uri", "arguments", "_meta"); k != "" {
+		// used. The members are slices of the body, never copies; the one
+		// walk that reads them finds their case-folded twins too.
+		mcp.ParseRequestParams(msg.Params, p)
+		if k := p.Ambiguous; k != "" {
 			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
 			return false
 		}
-		mcp.ParseRequestParams(msg.Params, p)
-		if p.Meta != nil {
-			if k := caseAmbiguous(p.MetaRaw, mcp.MetaProtocolVersion, mcp.MetaClientCapabilities, mcp.MetaClientInfo, mcp.MetaLogLevel, mcp.MetaProgressToken); k != "" {
-				httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-				return false
-			}
+		if k := p.MetaAmbiguous; k != "" {
+			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
+			return false
 		}
 	}
 	headerVersion, hasHeader := headerValue(r.Header, mcp.HeaderProtocolVersion)
@@ -160,50 +159,8 @@ func (h *Handler) decideEra(hasBodyVersion bool, bodyVersion string, hasHeader b
 	return mcp.Legacy, legacyDefaultVersion
 }
 
-// caseAmbiguous returns a member of the object obj that equals one of
-// names only under case folding; "" if none. (Two members with the same
-// key never reach here: jsonrpc.Decode refuses repeated keys.) It walks
-// the object without building a map: it runs for every request.
-func caseAmbiguous(obj []byte, names ...string) string {
-	found := ""
-	jsonrpc.EachMember(obj, func(key, _ []byte) bool {
-		for _, name := range names {
-			if string(key) != name && equalFold(key, name) {
-				found = string(key)
-				return false
-			}
-		}
-		return true
-	})
-	return found
-}
-
-// equalFold is strings.EqualFold for a key of bytes against one of our
-// ASCII member names, without converting the key: an ASCII key (all the
-// usual ones) is compared in place, any other as strings.EqualFold does
-// (Unicode folding: the Kelvin sign folds to "k").
-func equalFold(key []byte, name string) bool {
-	for _, c := range key {
-		if c >= 0x80 {
-			return strings.EqualFold(string(key), name)
-		}
-	}
-	if len(key) != len(name) {
-		return false // ASCII folds to ASCII of the same length
-	}
-	for i, c := range key {
-		d := name[i]
-		if c == d {
-			continue
-		}
-		if c|0x20 != d|0x20 || c|0x20 < 'a' || c|0x20 > 'z' {
-			return false
-		}
-	}
-	return true
-}
-
-// caseAmbiguousIn is caseAmbiguous over members already in a map.
+// caseAmbiguousIn returns a member of obj that equals one of names only
+// under case folding; "" if none.
 func caseAmbiguousIn(obj map[string]json.RawMessage, names ...string) string {
 	for _, name := range names {
 		for k := range obj {
