@@ -36,6 +36,11 @@ func RawValue(v any) ([]byte, error) {
 		return NullValue, nil
 	case json.RawMessage:
 		return rawJSON(x)
+	case *Encoded:
+		if x == nil || len(*x) == 0 {
+			return NullValue, nil
+		}
+		return *x, nil
 	case *json.RawMessage:
 		// A pointer needs no boxing: a handler that keeps its encoded
 		// result in a struct of its own returns it without an allocation.
@@ -52,6 +57,15 @@ func RawValue(v any) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Encoded is JSON its maker vouches for: one valid value, without a
+// newline (as an encoder that escapes every string writes it). RawValue
+// passes a *Encoded on as it is, without the validating scan a
+// json.RawMessage gets: a handler that returns encoder output of its own
+// (agentwire's MCP server returns every tool result this way) is not
+// scanned once more per response. Anything else must not be passed as
+// Encoded: it would reach the peer unchecked.
+type Encoded []byte
 
 func rawJSON(b []byte) ([]byte, error) {
 	if len(b) == 0 {

@@ -82,3 +82,20 @@ func TestIDs(t *testing.T) {
 		t.Fatalf("marshal %s", b)
 	}
 }
+
+// A *Encoded is passed on as it is (its maker vouches for it), an empty or
+// nil one as null; a json.RawMessage is still checked.
+func TestRawValueTrustsEncoded(t *testing.T) {
+	e := jsonrpc.Encoded(`{"content":[]}`)
+	if got, err := jsonrpc.RawValue(&e); err != nil || string(got) != `{"content":[]}` {
+		t.Errorf("RawValue(*Encoded) = %s, %v", got, err)
+	}
+	var none *jsonrpc.Encoded
+	if got, err := jsonrpc.RawValue(none); err != nil || string(got) != "null" {
+		t.Errorf("RawValue(nil *Encoded) = %s, %v", got, err)
+	}
+	bad := json.RawMessage(`{"a":`)
+	if _, err := jsonrpc.RawValue(&bad); err == nil {
+		t.Error("RawValue(*json.RawMessage) passed invalid JSON")
+	}
+}

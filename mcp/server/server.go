@@ -650,7 +650,7 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *mcp.Reques
 			res.Content = []mcp.Content{}
 		}
 		// Returned by pointer, from the request: no allocation to box it.
-		tr.encoded = res.AppendJSON(make([]byte, 0, 256), suffix)
+		tr.encoded = jsonrpc.Encoded(res.AppendJSON(make([]byte, 0, 256), suffix))
 		return &tr.encoded, nil
 	}
 	if ire, ok := asInputRequired(err); ok && modern {
@@ -683,7 +683,7 @@ type ToolRequest struct {
 	mu            sync.Mutex
 	last          float64
 	sent          bool
-	encoded       json.RawMessage // the result, encoded, once the tool returns
+	encoded       jsonrpc.Encoded // the result, encoded (by AppendJSON: valid, no newline), once the tool returns
 }
 
 // WantsProgress reports whether the client asked for progress.
