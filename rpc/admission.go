@@ -162,7 +162,6 @@ func (c *Conn) take(req *Request, want lane) (queued, ok bool) {
 		}
 		c.registerLocked(req)
 		c.mu.Unlock()
-		req.ctx, req.cancel = context.WithCancelCause(c.base)
 		return queued, true
 	}
 }
@@ -226,7 +225,7 @@ func (c *Conn) waitRoom() bool {
 	select {
 	case <-room:
 		return true
-	case <-c.base.Done():
+	case <-c.cancelledCh():
 		return false
 	}
 }
@@ -323,6 +322,7 @@ func (c *Conn) finish(req *Request) {
 		c.unreserveLocked(req)
 	}
 	req.lane = laneNone
+	c.unlinkLocked(req)
 	c.active--
 	if c.active == 0 && c.idle != nil {
 		close(c.idle)
@@ -423,7 +423,6 @@ func (c *Conn) hold(req *Request) bool {
 		return true
 	}
 	c.reserveLocked(req)
-	req.ctx, req.cancel = context.WithCancelCause(c.base)
 	// Admission happens here, under the lock, so that checking the barrier
 	// and queueing stay one step (see above). A refused request is not yet
 	// in held, so nothing else can reach it before it is given back.
@@ -490,8 +489,14 @@ func (c *Conn) dropQueued() {
 }
 
 // registerLocked enters a request in the in-flight table (rejecting a
-// duplicate id) and counts it as active. It reports false when the request
-// must not run.
+// duplicate id), gives it its context, links it among the live requests
+// and counts it as active. It reports false when the request must not run.
+//
+// A request's context is a child of Options.Context, not of a context of
+// the connection's: shutdown cancels the live requests one by one
+// (cancelLive). A connection thus costs no context of its own, nor a
+// children map for every request to enter and leave under the parent's
+// lock; it matters for the connection of one HTTP request.
 func (c *Conn) registerLocked(req *Request) (ok, dup bool) {
 	if c.stopping {
 		return false, false
@@ -502,8 +507,60 @@ func (c *Conn) registerLocked(req *Request) (ok, dup bool) {
 		}
 		c.inflight.put(req)
 	}
+	req.ctx, req.cancel = context.WithCancelCause(c.parent)
+	req.prev, req.next = nil, c.live
+	if c.live != nil {
+		c.live.prev = req
+	}
+	c.live = req
 	c.active++
 	return true, false
+}
+
+// unlinkLocked takes a finished request out of the live list.
+func (c *Conn) unlinkLocked(req *Request) {
+	if req.prev != nil {
+		req.prev.next = req.next
+	} else if c.live == req {
+		c.live = req.next
+	}
+	if req.next != nil {
+		req.next.prev = req.prev
+	}
+	req.prev, req.next = nil, nil
+}
+
+// cancelLive cancels the context of every live request with cause, once:
+// the moment handler contexts end at shutdown (guarantees C4, C6). No
+// request registers after it (the connection is stopping).
+func (c *Conn) cancelLive(cause error) {
+	var few [8]*Request
+	c.mu.Lock()
+	c.handlersCancelled = true
+	if c.cancelled != nil {
+		close(c.cancelled)
+	}
+	live := few[:0]
+	for r := c.live; r != nil; r = r.next {
+		live = append(live, r)
+	}
+	c.mu.Unlock()
+	for _, r := range live {
+		r.cancel(cause)
+	}
+}
+
+// cancelledCh is closed when shutdown has cancelled the handlers.
+func (c *Conn) cancelledCh() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancelled == nil {
+		c.cancelled = make(chan struct{})
+		if c.handlersCancelled {
+			close(c.cancelled)
+		}
+	}
+	return c.cancelled
 }
 
 func (c *Conn) answerDup(req *Request) {

@@ -57,8 +57,8 @@ type Conn struct {
 	out       output
 	decode    jsonrpc.DecodeOptions
 
-	base       context.Context
-	cancelBase context.CancelCauseFunc
+	// parent is Options.Context: every request's context is its child.
+	parent context.Context
 
 	// Admission (see admission.go), guarded by mu.
 	running     int           // handlers holding one of MaxConcurrentRequests
@@ -90,16 +90,20 @@ type Conn struct {
 	ordered atomic.Bool
 
 	mu        sync.Mutex
-	inflight  inflightTable
-	held      []*Request             // admitted behind a running barrier, in receive order
-	pending   map[string]pendingCall // outbound calls by id
-	abandoned map[string]struct{}    // outbound calls given up, for late-response accounting
-	active    int                    // admitted handlers not yet finished
-	idle      chan struct{}          // closed when active drops to 0 after stopping
-	stopping  bool
-	hurried   bool          // the grace was cut short (Close or a fault during it)
-	hurry     chan struct{} // closed when hurried
-	closeCall bool          // Close was called
+	live      *Request      // admitted requests not yet finished, linked through Request.prev/next
+	cancelled chan struct{} // made on first use; closed by cancelLive
+	// handlersCancelled: cancelLive has run.
+	handlersCancelled bool
+	inflight          inflightTable
+	held              []*Request             // admitted behind a running barrier, in receive order
+	pending           map[string]pendingCall // outbound calls by id
+	abandoned         map[string]struct{}    // outbound calls given up, for late-response accounting
+	active            int                    // admitted handlers not yet finished
+	idle              chan struct{}          // closed when active drops to 0 after stopping
+	stopping          bool
+	hurried           bool          // the grace was cut short (Close or a fault during it)
+	hurry             chan struct{} // closed when hurried
+	closeCall         bool          // Close was called
 	// outputClosed: CloseOutput ended output on purpose; a later failed
 	// send is not a transport fault.
 	outputClosed bool
@@ -182,7 +186,7 @@ func newConn(h Handler, s settings) *Conn {
 	if parent == nil {
 		parent = context.Background()
 	}
-	c.base, c.cancelBase = context.WithCancelCause(parent)
+	c.parent = parent
 	return c
 }
 

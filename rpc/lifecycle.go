@@ -166,7 +166,7 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 	// The queue closes first: a handler that returns because of the
 	// cancellation must not hand its slot to a request that never started.
 	c.dropQueued()
-	c.cancelBase(handlerCause)
+	c.cancelLive(handlerCause)
 	if c.watchdog != nil {
 		c.watchdog.Stop()
 	}

@@ -59,6 +59,8 @@ type Request struct {
 	batch  *batch
 	lane   lane // guarded by conn.mu; see admission.go
 	note   any
+	// prev and next link the live requests (Conn.live), under conn.mu.
+	prev, next *Request
 
 	mu       sync.Mutex
 	silenced bool // cancelled with a silencing CancelMethod
