@@ -67,6 +67,15 @@ func RawValue(v any) ([]byte, error) {
 // Encoded: it would reach the peer unchecked.
 type Encoded []byte
 
+// MarshalJSON returns e as it is, so that encoding/json embeds an Encoded
+// as the JSON it holds (not as a base64 string, as it would a []byte).
+func (e Encoded) MarshalJSON() ([]byte, error) {
+	if len(e) == 0 {
+		return NullValue, nil
+	}
+	return e, nil
+}
+
 func rawJSON(b []byte) ([]byte, error) {
 	if len(b) == 0 {
 		return NullValue, nil

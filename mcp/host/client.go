@@ -128,6 +128,8 @@ type Session struct {
 	t    Transport
 	opts Options
 
+	metaJSON atomic.Pointer[encodedMeta] // the modern _meta, encoded (encodedMeta)
+
 	era          mcp.Era // Modern or Legacy, once negotiated
 	version      string
 	serverInfo   mcp.Implementation
@@ -734,19 +736,72 @@ func (s *Session) forgetOn(err error) {
 }
 
 func checkResultType(res json.RawMessage) error {
-	var r struct {
-		ResultType *string `json:"resultType"`
+	// res is a result as jsonrpc.Decode accepted it: its members are
+	// walked, not decoded (this runs for every call). The key is matched
+	// exactly, as JSON-RPC members are.
+	var rt []byte
+	jsonrpc.EachMember(res, func(key, value []byte) bool {
+		if string(key) == "resultType" {
+			rt = value
+			return false
+		}
+		return true
+	})
+	t, ok := jsonrpc.StringBytes(rt)
+	if !ok {
+		return nil // absent (or not a string) resultType means "complete"
 	}
-	if len(res) == 0 || res[0] != '{' || json.Unmarshal(res, &r) != nil || r.ResultType == nil {
-		return nil // absent resultType means "complete"
-	}
-	switch *r.ResultType {
+	switch string(t) {
 	case mcp.ResultTypeComplete:
 		return nil
 	case mcp.ResultTypeInputRequired:
 		return mcp.ErrInputRequired
 	}
-	return fmt.Errorf("mcp: unknown resultType %q", *r.ResultType)
+	return fmt.Errorf("mcp: unknown resultType %q", t)
+}
+
+// toolCallParams encodes a tools/call's params directly, without a map:
+// the name, the arguments and, in the modern era, the session's _meta,
+// encoded once per protocol version. (A call with extra _meta — a
+// progress token, a log level — goes through withMeta.)
+func (s *Session) toolCallParams(name string, args any) (*jsonrpc.Encoded, error) {
+	a, err := jsonrpc.RawValue(args)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: tools/call arguments: %w", err)
+	}
+	var meta []byte
+	if s.era == mcp.Modern {
+		meta = s.encodedMeta()
+	}
+	b := make([]byte, 0, len(name)+len(a)+len(meta)+40)
+	b = append(b, `{"name":`...)
+	b = jsonrpc.AppendString(b, name)
+	b = append(b, `,"arguments":`...)
+	b = append(b, a...)
+	if meta != nil {
+		b = append(b, `,"_meta":`...)
+		b = append(b, meta...)
+	}
+	e := jsonrpc.Encoded(append(b, '}'))
+	return &e, nil
+}
+
+// encodedMeta is the session's modern per-request _meta, encoded once for
+// the version it is for.
+func (s *Session) encodedMeta() []byte {
+	v := s.version
+	if m := s.metaJSON.Load(); m != nil && m.version == v {
+		return m.json
+	}
+	b, _ := json.Marshal(s.meta(v))
+	s.metaJSON.Store(&encodedMeta{version: v, json: b})
+	return b
+}
+
+// encodedMeta is a _meta object encoded for one protocol version.
+type encodedMeta struct {
+	version string
+	json    []byte
 }
 
 // withMeta returns params as an object with _meta merged in: the modern
@@ -843,7 +898,13 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 		}
 		extra[mcp.MetaLogLevel] = co.logLevel
 	}
-	p, err := s.withMeta(map[string]any{"name": name, "arguments": args}, extra)
+	var p any
+	var err error
+	if extra == nil {
+		p, err = s.toolCallParams(name, args)
+	} else {
+		p, err = s.withMeta(map[string]any{"name": name, "arguments": args}, extra)
+	}
 	if err != nil {
 		return nil, err
 	}
