@@ -58,6 +58,12 @@ type Options struct {
 	// them) from the server. Nil ignores notifications and answers requests
 	// with -32601.
 	Handler rpc.Handler
+	// Admit, if set, sees every request and notification from the server
+	// in the order it was read, on the reading goroutine, before Handler
+	// can run (rpc.Options.Admit): what must stay in step with the
+	// responses read after it (an MCP call's progress) is routed there.
+	// Keep it short; it must not block.
+	Admit func(req *rpc.Request) error
 	// InboundCancel lists the notifications that cancel a request the
 	// server sent us (see rpc.Options.Cancel). Nil means rpc's default; an
 	// empty slice passes every notification to Handler.
@@ -187,6 +193,7 @@ func (c *Client) connOptions() *rpc.Options {
 		MaxMessageBytes: c.opts.MaxMessageBytes,
 		Logger:          c.log,
 		Cancel:          c.opts.InboundCancel,
+		Admit:           c.opts.Admit,
 		// A lost server leaves nothing to wait for.
 		EndOfStreamTimeout: time.Millisecond,
 	}

@@ -140,11 +140,16 @@ type Session struct {
 
 	connected atomic.Bool // set once connect succeeded: era and version are fixed
 	nextToken atomic.Int64
-	progress  sync.Map // progress token (raw JSON) -> ProgressFunc
+	progress  sync.Map // progress token (raw JSON) -> *progressRelay
 	subs      sync.Map // listen request id (raw JSON) -> *Subscription
 }
 
-// ProgressFunc receives notifications/progress for one call.
+// ProgressFunc receives notifications/progress for one call. It is called
+// on a goroutine of its own, once per notification, in the order the
+// server sent them, and every call has happened by the time the call (or
+// WatchProgress's stop) returns. A function slower than the server's
+// progress misses some once 256 are waiting (each says how far the call
+// has got).
 type ProgressFunc func(progress, total float64, message string)
 
 // ConnectError is the error of a failed connect. It keeps what the
@@ -240,6 +245,15 @@ func (s *Session) transportOptions() *client.Options {
 		o = *s.opts.Transport
 	}
 	o.Handler = rpc.HandlerFunc(s.handle)
+	// Progress is routed as it is read, so that it keeps its place before
+	// the response that follows it (a handler may run late, off the read
+	// loop); the handler then has nothing left to do with it.
+	o.Admit = func(r *rpc.Request) error {
+		if r.Method == mcp.MethodProgress {
+			s.routeProgress(r.Params)
+		}
+		return nil
+	}
 	// A restarted legacy server knows nothing of our initialize: it is
 	// repeated before any call reaches the new process (guarantee K6).
 	o.Handshake = func(ctx context.Context, conn *rpc.Conn) error {
@@ -264,7 +278,9 @@ func (s *Session) transportOptions() *client.Options {
 // handle serves what the server sends us: progress for our calls.
 func (s *Session) handle(ctx context.Context, r *rpc.Request) (any, error) {
 	if r.IsNotification() {
-		s.inbound(r.Method, r.Params)
+		if r.Method != mcp.MethodProgress { // routed by Admit
+			s.inbound(r.Method, r.Params)
+		}
 		return nil, nil
 	}
 	if r.Method == mcp.MethodPing {
@@ -294,17 +310,7 @@ func (s *Session) inbound(method string, params json.RawMessage) {
 		return
 	}
 	if method == mcp.MethodProgress {
-		var p struct {
-			Token    json.RawMessage `json:"progressToken"`
-			Progress float64         `json:"progress"`
-			Total    float64         `json:"total"`
-			Message  string          `json:"message"`
-		}
-		if json.Unmarshal(params, &p) == nil {
-			if f, ok := s.progress.Load(string(p.Token)); ok {
-				f.(ProgressFunc)(p.Progress, p.Total, p.Message)
-			}
-		}
+		s.routeProgress(params)
 		return
 	}
 	s.routeSubscription(method, params)
@@ -345,8 +351,87 @@ func (s *Session) Send(ctx context.Context, method string, params any, opts ...c
 // JSON, as sent in _meta.progressToken) to f until stop is called: for a
 // request sent with Send.
 func (s *Session) WatchProgress(token json.RawMessage, f ProgressFunc) (stop func()) {
-	s.progress.Store(string(token), f)
-	return func() { s.progress.Delete(string(token)) }
+	r := newProgressRelay(f)
+	s.progress.Store(string(token), r)
+	return func() {
+		s.progress.Delete(string(token))
+		r.finish()
+	}
+}
+
+// routeProgress hands a notifications/progress to the relay of its token.
+// It runs where the notification is read — the stream's reading goroutine
+// (through Admit), the event stream's reader over HTTP — before anything
+// read after it, the call's response included, so a call's progress is
+// never overtaken by its result; it never blocks.
+func (s *Session) routeProgress(params json.RawMessage) {
+	var p struct {
+		Token    json.RawMessage `json:"progressToken"`
+		Progress float64         `json:"progress"`
+		Total    float64         `json:"total"`
+		Message  string          `json:"message"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	if r, ok := s.progress.Load(string(p.Token)); ok {
+		r.(*progressRelay).send(progressEvent{p.Progress, p.Total, p.Message})
+	}
+}
+
+// progressRelay calls one call's ProgressFunc, in the order the progress
+// was read, on a goroutine of its own: the reader that routes progress
+// must not wait for the caller's function. finish waits until everything
+// routed has been delivered, so the call returns after its progress.
+type progressRelay struct {
+	f      ProgressFunc
+	mu     sync.Mutex
+	closed bool
+	ch     chan progressEvent
+	done   chan struct{}
+}
+
+type progressEvent struct {
+	progress, total float64
+	message         string
+}
+
+// progressQueue bounds the progress waiting for a slow ProgressFunc;
+// beyond it progress is dropped (each notification says how far the call
+// has got, so a later one makes up for it).
+const progressQueue = 256
+
+func newProgressRelay(f ProgressFunc) *progressRelay {
+	r := &progressRelay{f: f, ch: make(chan progressEvent, progressQueue), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for e := range r.ch {
+			r.f(e.progress, e.total, e.message)
+		}
+	}()
+	return r
+}
+
+func (r *progressRelay) send(e progressEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	select {
+	case r.ch <- e:
+	default: // the function is behind: this one is dropped
+	}
+}
+
+func (r *progressRelay) finish() {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.ch)
+	}
+	r.mu.Unlock()
+	<-r.done
 }
 
 // Client is the underlying JSON-RPC client (stats, the server process);
@@ -888,8 +973,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 	var extra map[string]any
 	if co.progress != nil {
 		token := json.RawMessage(strconv.Quote("p" + strconv.FormatInt(s.nextToken.Add(1), 10)))
-		s.progress.Store(string(token), co.progress)
-		defer s.progress.Delete(string(token))
+		defer s.WatchProgress(token, co.progress)()
 		extra = map[string]any{mcp.MetaProgressToken: token}
 	}
 	if co.logLevel != "" && s.era == mcp.Modern {
