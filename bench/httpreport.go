@@ -23,6 +23,8 @@ func (r *httpRun) report() string {
 	for _, note := range r.skipped {
 		b.WriteString("> " + note + "\n\n")
 	}
+	// What the run shows against the goals, before the tables it comes from.
+	b.WriteString(r.goals())
 
 	metrics := []struct {
 		title string

@@ -141,8 +141,10 @@ func TestRegressionSurfaceProtocolVersionHeaderMismatchViaCaseVariant(t *testing
 	}
 }
 
-// 11. Legacy over HTTP: logging/setLevel is answered {} but forgotten with
-// it still holds them, and a server can grow it without bound.
+// 11. An event stream's responses to ids no call waits for (kept in case
+// a legacy server answers a call on another stream) were kept after the
+// calls had ended: the client still held them, and a server could grow
+// the table without bound.
 func TestRegressionSurfaceLateResponsesKeptForever(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m struct {
