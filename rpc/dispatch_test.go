@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
@@ -666,4 +668,43 @@ func TestRefusalsLoggedOncePerBurst(t *testing.T) {
 	if n := strings.Count(logs.String(), "request refused"); n != 1 {
 		t.Errorf("%d warnings for refused requests:\n%s", n, logs.String())
 	}
+}
+
+// A notification waiting for a place in the queue does not hold the
+// connection past Close: the handlers' contexts end (every live request,
+// queued ones included, is cancelled with ErrClosed), the wait ends with
+// them, and the connection is done without waiting out any bound.
+func TestCloseEndsANotificationWaitingForAPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var causes []error
+		var mu sync.Mutex
+		h := rpc.Methods{
+			"wait": func(ctx context.Context, _ *rpc.Request) (any, error) {
+				<-ctx.Done()
+				mu.Lock()
+				causes = append(causes, context.Cause(ctx))
+				mu.Unlock()
+				return nil, context.Cause(ctx)
+			},
+		}
+		w := startWire(t, h, &rpc.Options{MaxConcurrentRequests: 1, MaxQueuedRequests: 1}, true)
+		note := `{"jsonrpc":"2.0","method":"wait"}`
+		w.Send(req(1, "wait", ""), note) // one running, one queued
+		go w.Send(note)                  // read, and waits for a place
+		w.Settle()
+		start := time.Now()
+		if err := w.Conn.Close(); err != nil {
+			t.Errorf("Close = %v", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("Close took %v with a notification waiting for a place", d)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(causes) != 1 || !errors.Is(causes[0], rpc.ErrClosed) {
+			t.Errorf("handler causes %v, want the running one cancelled with ErrClosed", causes)
+		}
+		w.In.Close()
+		<-w.EOF
+	})
 }
