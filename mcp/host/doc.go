@@ -53,8 +53,11 @@
 // flight at once, each with its own context. Cancelling a call's context
 // returns at once and cancels the request on the server
 // (notifications/cancelled on a stream; over HTTP the call's response is
-// closed). A server's notifications are delivered on the transport's
-// reader, so progress and listen callbacks must not block for long.
+// closed). A call's progress is routed where it is read and passed to its
+// ProgressFunc in order, on a goroutine of its own, before the call
+// returns, so a slow function holds only its own call. Other notifications
+// (listen streams, logging) are delivered on the transport's reader, so
+// those callbacks must not block for long.
 //
 // Session.Listen opens a subscriptions/listen stream (modern era only),
 // returns once the server acknowledges it, and passes every notification
