@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentwire/agentwire/client"
 	"github.com/agentwire/agentwire/internal/refusal"
+	"github.com/agentwire/agentwire/internal/relay"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -128,59 +129,20 @@ const relayQueue = 256
 // the notifications it asked for.
 var errSlowClient = errors.New("mcp: the HTTP client does not read its event stream")
 
-// relay passes the server's notifications for one request on to its
+// newRelay passes the server's notifications for one request on to its
 // client in order, without ever blocking the shared session's reader: a
 // client that falls relayQueue notifications behind has its request
-// cancelled instead of stalling every other client.
-type relay struct {
-	overflow func()
-	mu       sync.Mutex
-	closed   bool
-	ch       chan relayMsg
-	done     chan struct{}
+// cancelled (overflow) instead of stalling every other client. Finish
+// waits until everything queued has been handed to the client's exchange,
+// so that it precedes the response.
+func newRelay(req *rpc.Request, overflow func()) *relay.Relay[relayMsg] {
+	return relay.New(relayQueue, func(m relayMsg) { req.Notify(m.method, m.params) },
+		func() bool { overflow(); return true })
 }
 
 type relayMsg struct {
 	method string
 	params any
-}
-
-func newRelay(req *rpc.Request, overflow func()) *relay {
-	r := &relay{overflow: overflow, ch: make(chan relayMsg, relayQueue), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		for m := range r.ch {
-			req.Notify(m.method, m.params)
-		}
-	}()
-	return r
-}
-
-func (r *relay) send(method string, params any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	select {
-	case r.ch <- relayMsg{method, params}:
-	default:
-		r.closed = true
-		close(r.ch)
-		r.overflow()
-	}
-}
-
-// finish waits until everything queued has been handed to the client's
-// exchange, so that it precedes the response.
-func (r *relay) finish() {
-	r.mu.Lock()
-	if !r.closed {
-		r.closed = true
-		close(r.ch)
-	}
-	r.mu.Unlock()
-	<-r.done
 }
 
 // ExchangeOptions makes the endpoint's logger (base.Logger) the
@@ -338,7 +300,7 @@ func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map
 	defer cancel(nil)
 	if tok, ok := meta[mcp.MetaProgressToken]; ok && string(tok) != "null" {
 		rl := newRelay(req, b.slowClient(cancel))
-		defer rl.finish()
+		defer rl.Finish()
 		mine := json.RawMessage(strconv.Quote("bridge-" + strconv.FormatInt(b.tokens.Add(1), 10)))
 		meta[mcp.MetaProgressToken] = mine
 		stop := b.sess.WatchProgress(mine, func(progress, total float64, message string) {
@@ -349,7 +311,7 @@ func (b *Bridge) forward(ctx context.Context, req *rpc.Request, params, meta map
 			if message != "" {
 				p["message"] = message
 			}
-			rl.send(mcp.MethodProgress, p)
+			rl.Send(relayMsg{mcp.MethodProgress, p})
 		})
 		defer stop()
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/agentwire/agentwire/mcp/host"
 	"sync"
 
+	"github.com/agentwire/agentwire/internal/relay"
 	"github.com/agentwire/agentwire/rpc"
 )
 
@@ -35,7 +36,7 @@ type listenHub struct {
 
 type hubClient struct {
 	id json.RawMessage // the client's listen request id: its subscription id
-	rl *relay
+	rl *relay.Relay[relayMsg]
 }
 
 // listen serves a modern client's subscriptions/listen through the shared
@@ -53,7 +54,7 @@ func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params map[string
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	rl := newRelay(req, b.slowClient(cancel))
-	defer rl.finish()
+	defer rl.Finish()
 	hub, err := b.joinHub(ctx, filter, req, rl)
 	if err != nil {
 		return b.result(nil, err)
@@ -79,7 +80,7 @@ func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params map[string
 // joinHub adds a client to the hub for filter, opening the upstream stream
 // if it is the first, and queues the client's acknowledgment first on its
 // relay, so that it precedes every notification.
-func (b *Bridge) joinHub(ctx context.Context, filter host.ListenFilter, req *rpc.Request, rl *relay) (*listenHub, error) {
+func (b *Bridge) joinHub(ctx context.Context, filter host.ListenFilter, req *rpc.Request, rl *relay.Relay[relayMsg]) (*listenHub, error) {
 	keyRaw, _ := json.Marshal(filter)
 	key := string(keyRaw)
 	for {
@@ -122,10 +123,10 @@ func (b *Bridge) joinHub(ctx context.Context, filter host.ListenFilter, req *rpc
 			hub.mu.Unlock()
 			continue
 		}
-		rl.send(mcp.MethodAcknowledged, map[string]any{
+		rl.Send(relayMsg{mcp.MethodAcknowledged, map[string]any{
 			"_meta":         map[string]any{mcp.MetaSubscriptionID: req.ID},
 			"notifications": hub.sub.Honored(),
-		})
+		}})
 		hub.clients[req] = &hubClient{id: json.RawMessage(req.ID), rl: rl}
 		hub.mu.Unlock()
 		return hub, nil
@@ -139,7 +140,7 @@ func (b *Bridge) openHub(hub *listenHub, filter host.ListenFilter) {
 		hub.mu.Lock()
 		defer hub.mu.Unlock()
 		for _, c := range hub.clients {
-			c.rl.send(method, withSubscriptionID(params, c.id))
+			c.rl.Send(relayMsg{method, withSubscriptionID(params, c.id)})
 		}
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/internal/relay"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/rpc"
@@ -140,7 +141,7 @@ type Session struct {
 
 	connected atomic.Bool // set once connect succeeded: era and version are fixed
 	nextToken atomic.Int64
-	progress  sync.Map // progress token (raw JSON) -> *progressRelay
+	progress  sync.Map // progress token (raw JSON) -> *relay.Relay[progressEvent]
 	subs      sync.Map // listen request id (raw JSON) -> *Subscription
 }
 
@@ -355,7 +356,7 @@ func (s *Session) WatchProgress(token json.RawMessage, f ProgressFunc) (stop fun
 	s.progress.Store(string(token), r)
 	return func() {
 		s.progress.Delete(string(token))
-		r.finish()
+		r.Finish()
 	}
 }
 
@@ -375,22 +376,12 @@ func (s *Session) routeProgress(params json.RawMessage) {
 		return
 	}
 	if r, ok := s.progress.Load(string(p.Token)); ok {
-		r.(*progressRelay).send(progressEvent{p.Progress, p.Total, p.Message})
+		r.(*relay.Relay[progressEvent]).Send(progressEvent{p.Progress, p.Total, p.Message})
 	}
 }
 
-// progressRelay calls one call's ProgressFunc, in the order the progress
-// was read, on a goroutine of its own: the reader that routes progress
-// must not wait for the caller's function. finish waits until everything
-// routed has been delivered, so the call returns after its progress.
-type progressRelay struct {
-	f      ProgressFunc
-	mu     sync.Mutex
-	closed bool
-	ch     chan progressEvent
-	done   chan struct{}
-}
-
+// progressEvent is one notifications/progress on its way to a
+// ProgressFunc.
 type progressEvent struct {
 	progress, total float64
 	message         string
@@ -401,37 +392,13 @@ type progressEvent struct {
 // has got, so a later one makes up for it).
 const progressQueue = 256
 
-func newProgressRelay(f ProgressFunc) *progressRelay {
-	r := &progressRelay{f: f, ch: make(chan progressEvent, progressQueue), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		for e := range r.ch {
-			r.f(e.progress, e.total, e.message)
-		}
-	}()
-	return r
-}
-
-func (r *progressRelay) send(e progressEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	select {
-	case r.ch <- e:
-	default: // the function is behind: this one is dropped
-	}
-}
-
-func (r *progressRelay) finish() {
-	r.mu.Lock()
-	if !r.closed {
-		r.closed = true
-		close(r.ch)
-	}
-	r.mu.Unlock()
-	<-r.done
+// newProgressRelay calls one call's ProgressFunc, in the order the
+// progress was read, on a goroutine of its own: the reader that routes
+// progress must not wait for the caller's function. Finish waits until
+// everything routed has been delivered, so the call returns after its
+// progress.
+func newProgressRelay(f ProgressFunc) *relay.Relay[progressEvent] {
+	return relay.New(progressQueue, func(e progressEvent) { f(e.progress, e.total, e.message) }, nil)
 }
 
 // Client is the underlying JSON-RPC client (stats, the server process);
