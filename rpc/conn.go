@@ -46,16 +46,14 @@ var ErrCancelledByPeer = errors.New("rpc: request cancelled by the peer")
 // Conn is one JSON-RPC 2.0 connection over a pair of byte streams. See the
 // package documentation for its concurrency, cancellation and shutdown model.
 type Conn struct {
-	opts      settings
-	handler   Handler
-	r         io.Reader
-	w         io.Writer
-	in        *framing.LineReader // a byte stream's input; nil over messages
-	src       MessageReader       // a message transport's input; nil when pushed or a stream
-	push      bool                // the transport pushes messages (Receive); no reading goroutine
-	srcClosed atomic.Bool
-	out       output
-	decode    jsonrpc.DecodeOptions
+	opts    *settings
+	handler Handler
+	in      *input // nil when the transport pushes messages
+	push    bool   // the transport pushes messages (Receive); no reading goroutine
+	decode  jsonrpc.DecodeOptions
+	// A pushed connection is made per HTTP request: a Conn is kept within
+	// 760 bytes, the 768-byte size class with the allocator's header.
+	out output
 
 	// parent is Options.Context: every request's context is its child.
 	parent context.Context
@@ -127,6 +125,17 @@ type callResult struct {
 	err    error
 }
 
+// input is where a connection that reads its own input reads it: a byte
+// stream cut into lines, or a MessageReader. A pushed connection has none
+// (it is made per HTTP request, and is kept small).
+type input struct {
+	r         io.Reader
+	w         io.Writer
+	lines     *framing.LineReader // a byte stream's input; nil over messages
+	src       MessageReader       // a message transport's input; nil for a stream
+	srcClosed atomic.Bool
+}
+
 // New starts a connection that reads requests from r and writes replies to
 // w, serving them with h. If r or w has a Close (or CloseWrite) method the
 // connection uses it to end that stream when it stops. A nil handler answers
@@ -137,8 +146,7 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 		h = Methods(nil)
 	}
 	c := newConn(h, s)
-	c.r, c.w = r, w
-	c.in = framing.NewLineReader(r, s.MaxMessageBytes)
+	c.in = &input{r: r, w: w, lines: framing.NewLineReader(r, s.MaxMessageBytes)}
 	c.out.lines = framing.NewOutput(w, &framing.OutputOptions{
 		QueueLimit: s.OutputQueueBytes,
 		WriteChunk: s.WriteChunkBytes,
@@ -159,23 +167,36 @@ func New(r io.Reader, w io.Writer, h Handler, opts *Options) *Conn {
 // each message is one WriteMessage, and OutputQueueBytes and
 // WriteChunkBytes do not apply.
 func NewMessages(r MessageReader, w MessageWriter, h Handler, opts *Options) *Conn {
-	s := resolve(opts)
+	return newMessages(resolve(opts), nil, r, w, h)
+}
+
+// NewMessages is rpc.NewMessages with p's options, and with ctx in place
+// of their Context as the parent of every handler's context (nil: the
+// Context of the options p was prepared from).
+func (p *Prepared) NewMessages(ctx context.Context, r MessageReader, w MessageWriter, h Handler) *Conn {
+	return newMessages(p.s, ctx, r, w, h)
+}
+
+func newMessages(s *settings, ctx context.Context, r MessageReader, w MessageWriter, h Handler) *Conn {
 	if h == nil {
 		h = Methods(nil)
 	}
 	c := newConn(h, s)
+	if ctx != nil {
+		c.parent = ctx
+	}
 	c.out.mw = w
 	c.out.onErr = c.outputFailed
 	if r == nil {
 		c.push = true
 		return c
 	}
-	c.src = r
+	c.in = &input{src: r}
 	c.startReading()
 	return c
 }
 
-func newConn(h Handler, s settings) *Conn {
+func newConn(h Handler, s *settings) *Conn {
 	c := &Conn{
 		opts:    s,
 		handler: h,
@@ -297,11 +318,11 @@ func (c *Conn) readLoop() {
 // read returns the next line of a stream (a slice of the read buffer) or
 // the next message of a MessageReader (owned: the connection keeps it).
 func (c *Conn) read() (msg []byte, owned bool, err error) {
-	if c.src == nil {
-		msg, err = c.in.ReadLine()
+	if c.in.src == nil {
+		msg, err = c.in.lines.ReadLine()
 		return msg, false, err
 	}
-	msg, err = c.src.ReadMessage()
+	msg, err = c.in.src.ReadMessage()
 	if err == nil && len(msg) > c.opts.MaxMessageBytes {
 		return nil, false, errMessageTooLong
 	}
@@ -310,7 +331,7 @@ func (c *Conn) read() (msg []byte, owned bool, err error) {
 
 // hasInput reports whether more input is ready without a read. A
 // MessageReader cannot say, and has no output queue to flush first.
-func (c *Conn) hasInput() bool { return c.in != nil && c.in.HasLine() }
+func (c *Conn) hasInput() bool { return c.in != nil && c.in.lines != nil && c.in.lines.HasLine() }
 
 // tooLong refuses a message over MaxMessageBytes.
 func (c *Conn) tooLong(err error) {

@@ -183,8 +183,10 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 		c.out.abort(framing.ErrStalled)
 		outErr = c.out.errValue()
 	}
-	if cl, ok := c.r.(io.Closer); ok {
-		_ = cl.Close()
+	if c.in != nil {
+		if cl, ok := c.in.r.(io.Closer); ok {
+			_ = cl.Close()
+		}
 	}
 	c.closeSource()
 	c.mu.Lock()
@@ -204,28 +206,34 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 // CloseRead when it has one, and is otherwise left to be closed after the
 // drain.
 func (c *Conn) closeInput() {
-	if c.src != nil {
+	in := c.in
+	switch {
+	case in == nil:
+		return
+	case in.src != nil:
 		c.closeSource()
 		return
-	}
-	if c.r == nil {
+	case in.r == nil:
 		return
 	}
-	if cr, ok := c.r.(interface{ CloseRead() error }); ok {
+	if cr, ok := in.r.(interface{ CloseRead() error }); ok {
 		_ = cr.CloseRead()
 		return
 	}
-	if sameStream(c.r, c.w) {
+	if sameStream(in.r, in.w) {
 		return
 	}
-	if cl, ok := c.r.(io.Closer); ok {
+	if cl, ok := in.r.(io.Closer); ok {
 		_ = cl.Close()
 	}
 }
 
 // closeSource closes a MessageReader that is an io.Closer, once.
 func (c *Conn) closeSource() {
-	if cl, ok := c.src.(io.Closer); ok && c.srcClosed.CompareAndSwap(false, true) {
+	if c.in == nil {
+		return
+	}
+	if cl, ok := c.in.src.(io.Closer); ok && c.in.srcClosed.CompareAndSwap(false, true) {
 		_ = cl.Close()
 	}
 }

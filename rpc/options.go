@@ -182,10 +182,25 @@ type Violation struct {
 	Err  error
 }
 
-// settings is Options with every default filled in.
+// settings is Options with every default filled in. A connection only
+// reads them, so that connections made from one Prepared share them.
 type settings struct {
 	Options
 }
+
+// Prepared is a set of Options resolved once, for a transport that makes a
+// connection per exchange with the same options (one per HTTP request):
+// its connections share the resolved options instead of each copying and
+// resolving its own, which on that path was a tenth of a connection's
+// memory and of the work of making it. A Prepared is never changed; it is
+// safe for concurrent use.
+type Prepared struct {
+	s *settings
+}
+
+// Prepare resolves opts (nil: the defaults) for connections made later
+// with Prepared.NewMessages. Changing opts afterwards changes nothing.
+func Prepare(opts *Options) *Prepared { return &Prepared{s: resolve(opts)} }
 
 // busyError is the answer to a request refused for want of a slot. The
 // default is made when it is needed, not per connection: a connection of
@@ -198,8 +213,8 @@ func (s *settings) busyError() *jsonrpc.Error {
 		map[string]any{"reason": "connection_busy", "limit": s.MaxConcurrentRequests})
 }
 
-func resolve(o *Options) settings {
-	var s settings
+func resolve(o *Options) *settings {
+	s := new(settings)
 	if o != nil {
 		s.Options = *o
 	}
