@@ -62,11 +62,17 @@ type exchange struct {
 	closed   bool     // ServeHTTP has returned, or is about to
 	timedOut bool     // a write failed at WriteTimeout
 	pw       pieceWriter
+	headers  sync.WaitGroup // the helper that writes the stream's headers
 }
 
 // jsonContentType is the Content-Type of every JSON answer, shared: net/http
 // only reads header values.
-var jsonContentType = []string{"application/json"}
+var (
+	jsonContentType = []string{"application/json"}
+	sseContentType  = []string{"text/event-stream"}
+	noCache         = []string{"no-cache"}
+	no              = []string{"no"}
+)
 
 // smallBody is the size up to which net/http sets Content-Length itself.
 const smallBody = 2048
@@ -122,16 +128,14 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, body []byte, 
 
 // open makes the exchange's connection and registers it, or answers 503
 // when the server is draining. It is a function of its own so that its
-// frame (the connection options are copied on it) is not on the stack of
-// a handler that runs for long.
+// frame is not on the stack of a handler that runs for long.
 //
 //go:noinline
 func (h *Handler) open(w http.ResponseWriter, r *http.Request, ex *exchange, accept acceptable) bool {
 	ex.h, ex.r, ex.w = h, r, w
 	ex.canSSE = accept.sse
-	o := h.connOpts
-	o.Context = r.Context() // the client going away cancels the handler
-	ex.conn = rpc.NewMessages(nil, ex, h.backend.ExchangeHandler(&ex.note), &o)
+	// The client going away cancels the handler.
+	ex.conn = h.conns.NewMessages(r.Context(), nil, ex, h.backend.ExchangeHandler(&ex.note))
 
 	h.mu.Lock()
 	if h.draining {
@@ -287,12 +291,14 @@ func (ex *exchange) startStreamLocked() {
 		return
 	}
 	ex.started = true
+	// The values are shared, as jsonContentType is: an open stream keeps
+	// its header until it ends.
 	h := ex.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h["Content-Type"] = sseContentType
+	h["Cache-Control"] = noCache
 	// "Servers SHOULD send X-Accel-Buffering: no" so that proxies pass
 	// events on as they come.
-	h.Set("X-Accel-Buffering", "no")
+	h["X-Accel-Buffering"] = no
 	ex.w.WriteHeader(http.StatusOK)
 	// The headers are written out on a goroutine of its own, which this
 	// one waits for (so the ResponseWriter is still used by one goroutine
@@ -301,12 +307,15 @@ func (ex *exchange) startStreamLocked() {
 	// notification): written from here, the request goroutine's stack
 	// would grow to 16 KiB and keep that size for as long as the stream is
 	// open, twice what an idle listen stream needs.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ex.sendLocked(nil, nil)
-	}()
-	<-done
+	ex.headers.Add(1)
+	go ex.writeHeaders()
+	ex.headers.Wait()
+}
+
+// writeHeaders is startStreamLocked's helper goroutine.
+func (ex *exchange) writeHeaders() {
+	defer ex.headers.Done()
+	ex.sendLocked(nil, nil)
 }
 
 var (

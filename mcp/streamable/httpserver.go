@@ -187,11 +187,11 @@ type Backend interface {
 // response cancels the handler: "closing the SSE response stream MUST be
 // treated as cancellation").
 type Handler struct {
-	backend  Backend
-	opts     Options
-	log      *slog.Logger
-	eras     mcp.Eras    // the backend's, read once
-	connOpts rpc.Options // every exchange's connection options, made once
+	backend Backend
+	opts    Options
+	log     *slog.Logger
+	eras    mcp.Eras      // the backend's, read once
+	conns   *rpc.Prepared // every exchange's connection options, resolved once
 
 	limits httpLimits
 
@@ -293,14 +293,15 @@ func NewHandler(b Backend, opts *Options) *Handler {
 		base = *h.opts.Conn
 	}
 	base.Logger = h.log // the endpoint's, for the backend's own diagnostics
-	h.connOpts = *b.ExchangeOptions(&base)
+	o := *b.ExchangeOptions(&base)
 	if h.opts.Conn != nil && h.opts.Conn.Logger != nil {
-		h.connOpts.Logger = h.opts.Conn.Logger
+		o.Logger = h.opts.Conn.Logger
 	}
-	h.connOpts.MaxMessageBytes = int(h.opts.MaxBodyBytes) + 1
-	if h.connOpts.Logger == nil {
-		h.connOpts.Logger = h.log
+	o.MaxMessageBytes = int(h.opts.MaxBodyBytes) + 1
+	if o.Logger == nil {
+		o.Logger = h.log
 	}
+	h.conns = rpc.Prepare(&o)
 	return h
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 const h7Meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
@@ -237,5 +238,13 @@ func TestRegressionSurfaceStandaloneStreamIgnoresConnectDeadline(t *testing.T) {
 	}
 	if r.s != nil {
 		r.s.Close()
+	}
+}
+
+// An open subscriptions/listen stream keeps its exchange: it is kept in the
+// 704-byte size class (with the allocator's 8-byte header).
+func TestAnExchangeFitsThe704ByteSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(exchange{}); n > 696 {
+		t.Fatalf("an exchange is %d bytes, over 696", n)
 	}
 }
