@@ -20,7 +20,11 @@
 // input with EndInput; a request's handler then runs on the goroutine that
 // pushed it. This is how each Streamable HTTP POST is served: one pushed
 // connection per request, its handler on the goroutine net/http gave it,
-// its context a child of the request's (Options.Context).
+// its context a child of the request's. Such a transport prepares its
+// options once (Prepare) and makes each connection from them
+// (Prepared.NewMessages, with the request's context as the handlers'
+// parent): the connections share the resolved options, and a pushed Conn
+// is a single 768-byte object.
 //
 // Everything below holds on both. What differs is output: over messages
 // there is no queue to coalesce writes in, so each message is one

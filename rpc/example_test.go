@@ -108,3 +108,25 @@ func ExampleNewMessages() {
 	// 200 {"jsonrpc":"2.0","id":1,"result":"hi"}
 	// error -32601 {"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"method not found: missing"}}
 }
+
+// A transport that serves each exchange on a connection of its own (as the
+// Streamable HTTP handler does, one per POST) prepares the options once.
+func ExamplePrepared_NewMessages() {
+	h := rpc.Methods{"who": func(ctx context.Context, _ *rpc.Request) (any, error) {
+		return ctx.Value(caller{}), nil
+	}}
+	conns := rpc.Prepare(&rpc.Options{MaxConcurrentRequests: 4})
+	for _, name := range []string{"ada", "grace"} {
+		// Each exchange's handlers are children of its own context.
+		ctx := context.WithValue(context.Background(), caller{}, name)
+		conn := conns.NewMessages(ctx, nil, printer{}, h)
+		conn.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"who"}`))
+		conn.EndInput()
+		conn.Wait()
+	}
+	// Output:
+	// 200 {"jsonrpc":"2.0","id":1,"result":"ada"}
+	// 200 {"jsonrpc":"2.0","id":1,"result":"grace"}
+}
+
+type caller struct{}
