@@ -49,7 +49,13 @@
 // input errors: a result with isError whose text names every problem
 // ("invalid arguments for echo: argument "text" is required but
 // missing."), which the model can read to correct its call. The handler
-// is not called.
+// is not called. Conforming arguments are then decoded into the handler's
+// type as encoding/json.Unmarshal decodes them: for the usual struct of
+// plain fields by a decoder of the package's own that walks the bytes the
+// rpc layer has already validated (encoding/json was half of a tool
+// call's cost in the MCP layer), and by encoding/json itself for every
+// other type, and for any input that decoder cannot settle exactly as
+// encoding/json would (FuzzArgDecode holds the two to the same result).
 //
 // Beyond tools a server has resources (AddResource, AddResourceTemplate
 // with {var} and {+var} templates, ResourceUpdated for legacy

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"github.com/agentwire/agentwire/mcp"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,15 +176,26 @@ func (s *Server) notifyLocked(kind string) {
 // Arguments that do not conform, or do not decode into In, are answered
 // with an error result (isError) that says what was wrong, one sentence
 // per problem, so that the model can correct its call; h is not called.
+//
+// In is decoded exactly as encoding/json.Unmarshal decodes it. When In is
+// a struct of strings, numbers, booleans, and pointers, slices and structs
+// of those (no map, interface, embedded struct, ",string" tag or method
+// UnmarshalJSON/UnmarshalText), the arguments are decoded without
+// encoding/json, and anything that decoder cannot settle exactly as
+// encoding/json would (a wrong type, an overflow, a key given twice under
+// case folding) is decoded again by encoding/json, whose result and error
+// messages count.
 func AddTool[In any](s *Server, t mcp.Tool, h func(ctx context.Context, req *ToolRequest, in In) (*mcp.ToolResult, error)) {
 	if len(t.InputSchema) == 0 {
 		var zero In
 		t.InputSchema = mcp.SchemaFor(zero)
 	}
 	schema := compileArgSchema(t.InputSchema)
+	codec := newArgCodec(reflect.TypeFor[In]())
 	s.AddTool(t, func(ctx context.Context, req *ToolRequest) (*mcp.ToolResult, error) {
-		var in In
-		args := req.Arguments
+		// The arguments are a value of the request the rpc layer has
+		// decoded: valid JSON, no key repeated.
+		args := bytes.TrimSpace(req.Arguments)
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
@@ -191,8 +204,12 @@ func AddTool[In any](s *Server, t mcp.Tool, h func(ctx context.Context, req *Too
 				return mcp.ErrorResult(fmt.Sprintf("invalid arguments for %s: %s.", t.Name, strings.Join(problems, "; "))), nil
 			}
 		}
-		if err := json.Unmarshal(args, &in); err != nil {
-			return mcp.ErrorResult(fmt.Sprintf("invalid arguments for %s: %v", t.Name, err)), nil
+		var in In
+		if codec == nil || !codec.decode(reflect.ValueOf(&in).Elem(), args) {
+			in = *new(In) // what the fast path left is thrown away
+			if err := json.Unmarshal(args, &in); err != nil {
+				return mcp.ErrorResult(fmt.Sprintf("invalid arguments for %s: %v", t.Name, err)), nil
+			}
 		}
 		return h(ctx, req, in)
 	})
@@ -454,8 +471,8 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 	// thousands): the _meta every notification carries is encoded once,
 	// and the maps of the acknowledgment and the final result are made
 	// when they are sent.
-	subMeta := json.RawMessage(`{"` + mcp.MetaSubscriptionID + `":` + string(req.ID) + `}`)
-	onlyMeta := json.RawMessage(`{"_meta":` + string(subMeta) + `}`)
+	onlyMeta := json.RawMessage(`{"_meta":{"` + mcp.MetaSubscriptionID + `":` + string(req.ID) + `}}`)
+	subMeta := onlyMeta[len(`{"_meta":`) : len(onlyMeta)-1]
 	honored := map[string]any{}
 	// The channels are taken before the acknowledgment, so a change right
 	// after it is not missed.
