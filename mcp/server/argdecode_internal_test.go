@@ -56,9 +56,6 @@ func TestArgCodecRefusesWhatEncodingJSONDecidesAlone(t *testing.T) {
 		"string option": reflect.TypeFor[struct {
 			A int `json:"a,string"`
 		}](),
-		"fold twins": reflect.TypeFor[struct {
-			A, B string `json:"x"`
-		}](),
 		"folded twins": reflect.TypeFor[struct {
 			A string `json:"name"`
 			B string `json:"NAME"`

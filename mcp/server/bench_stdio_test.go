@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentwire/agentwire/mcp"
@@ -31,7 +32,9 @@ type benchEchoArgs struct {
 	Text string `json:"text"`
 }
 
-func benchToolsCall(b *testing.B, modern bool, inFlight int) {
+// startBenchServer serves the echo tool over a pair of OS pipes and returns
+// the client's ends, initialized in the legacy era unless modern.
+func startBenchServer(b *testing.B, modern bool) (in *os.File, out *bufio.Reader, stop func()) {
 	s := server.New(mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	server.AddTool(s, mcp.Tool{Name: "echo"}, func(_ context.Context, _ *server.ToolRequest, in benchEchoArgs) (*mcp.ToolResult, error) {
 		return mcp.TextResult(in.Text), nil
@@ -45,14 +48,14 @@ func benchToolsCall(b *testing.B, modern bool, inFlight int) {
 		b.Fatal(err)
 	}
 	conn := rpc.New(sr, sw, s.Handler(), s.ConnOptions(&rpc.Options{Logger: slog.New(slog.DiscardHandler)}))
-	out := bufio.NewReaderSize(cr, 64<<10)
-	defer func() {
+	out = bufio.NewReaderSize(cr, 64<<10)
+	stop = func() {
 		cw.Close()
 		io.Copy(io.Discard, cr)
 		conn.Wait()
 		cr.Close()
 		sr.Close()
-	}()
+	}
 	if !modern {
 		io.WriteString(cw, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`+"\n")
 		if _, err := out.ReadSlice('\n'); err != nil {
@@ -60,6 +63,12 @@ func benchToolsCall(b *testing.B, modern bool, inFlight int) {
 		}
 		io.WriteString(cw, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
 	}
+	return cw, out, stop
+}
+
+func benchToolsCall(b *testing.B, modern bool, inFlight int) {
+	cw, out, stop := startBenchServer(b, modern)
+	defer stop()
 	params := `{"name":"echo","arguments":{"text":"hello, world"}}`
 	if modern {
 		params = `{"name":"echo","arguments":{"text":"hello, world"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"b","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}`
@@ -109,4 +118,34 @@ func containsText(line []byte) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkStdioToolsCallLarge is one tools/call whose text is 8 MiB, the
+// bench's large-message round trip, in process.
+func BenchmarkStdioToolsCallLarge(b *testing.B) {
+	cw, out, stop := startBenchServer(b, false)
+	defer stop()
+	req := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 8<<20) + `"}}}` + "\n")
+	b.SetBytes(int64(len(req)))
+	for b.Loop() {
+		errc := make(chan error, 1)
+		go func() { _, err := cw.Write(req); errc <- err }()
+		n := 0
+		for {
+			line, err := out.ReadSlice('\n')
+			n += len(line)
+			if err == nil {
+				break
+			}
+			if err != bufio.ErrBufferFull {
+				b.Fatal(err)
+			}
+		}
+		if n < 8<<20 {
+			b.Fatalf("answer of %d bytes", n)
+		}
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+	}
 }
