@@ -51,6 +51,9 @@ type Conn struct {
 	in      *input // nil when the transport pushes messages
 	push    bool   // the transport pushes messages (Receive); no reading goroutine
 	decode  jsonrpc.DecodeOptions
+	// finished: shutdown is complete (guarded by mu; here, where it
+	// costs no room).
+	finished bool
 	// A pushed connection is made per HTTP request: a Conn is kept within
 	// 760 bytes, the 768-byte size class with the allocator's header.
 	out output
@@ -112,7 +115,7 @@ type Conn struct {
 
 	inputDone chan struct{} // made on first use; closed when input has ended or shutdown began
 
-	done chan struct{}
+	done chan struct{} // made on first use (Done); closed when finished
 	err  error
 }
 
@@ -201,7 +204,6 @@ func newConn(h Handler, s *settings) *Conn {
 		opts:    s,
 		handler: h,
 		decode:  jsonrpc.DecodeOptions{AllowNullID: s.AllowNullID},
-		done:    make(chan struct{}),
 	}
 	parent := s.Context
 	if parent == nil {
@@ -249,12 +251,24 @@ func (c *Conn) InputDone() <-chan struct{} {
 }
 
 // Done is closed when the connection has shut down.
-func (c *Conn) Done() <-chan struct{} { return c.done }
+func (c *Conn) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		// Made on first use: an open listen stream over HTTP keeps its
+		// connection, and nothing asks for this until the stream ends.
+		c.done = make(chan struct{})
+		if c.finished {
+			close(c.done)
+		}
+	}
+	return c.done
+}
 
 // Wait blocks until the connection has shut down and returns why: nil after
 // a clean end of input or Close, otherwise the transport error.
 func (c *Conn) Wait() error {
-	<-c.done
+	<-c.Done()
 	return c.err
 }
 

@@ -198,7 +198,12 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 	case outErr != nil:
 		c.err = fmt.Errorf("rpc: draining output: %w", outErr)
 	}
-	close(c.done)
+	c.mu.Lock()
+	c.finished = true
+	if c.done != nil {
+		close(c.done)
+	}
+	c.mu.Unlock()
 }
 
 // closeInput stops the reader before output is drained. A stream that is
