@@ -12,14 +12,18 @@
 // (httproute.go: the body decoded once, its params parsed once, its era
 // decided once, the mirroring headers checked; what it learned travels on
 // as an mcp.Routed) and the exchange (httpexchange.go: the message pushed
-// into a connection of its own over the rpc message seam, rpc.NewMessages,
-// and served on the request's goroutine, so handlers keep every guarantee
-// they have on stdio: panics are answered, output is bounded, W8 order).
+// into a connection of its own over the rpc message seam, made from
+// options prepared once (rpc.Prepared.NewMessages), and served on the
+// request's goroutine, so handlers keep every guarantee they have on
+// stdio: panics are answered, output is bounded, W8 order).
 // The answer is one JSON object, or an event stream (X-Accel-Buffering:
-// no, a keep-alive comment every KeepAlive) once the request asked for
-// progress, the handler sent a notification, the answer took longer than
-// KeepAlive, or the request is subscriptions/listen; its status is chosen
-// from the error before a byte is encoded. Notifications get 202.
+// no, a keep-alive comment once it has been quiet for KeepAlive) once the
+// request asked for progress, the handler sent a notification, the answer
+// took longer than KeepAlive, or the request is subscriptions/listen; its
+// status is chosen from the error before a byte is encoded. Notifications
+// get 202. One clock serves the keep-alives of every open exchange (it
+// runs every quarter of KeepAlive while any is open, so a comment goes out
+// 1 to 1.25 KeepAlive after the last write): a request costs no timer.
 //
 // Before a modern request reaches its handler, MCP-Protocol-Version,
 // Mcp-Method, Mcp-Name and the Mcp-Param- headers of x-mcp-header

@@ -51,8 +51,11 @@ type exchange struct {
 	stopped atomic.Bool
 	// done is set with answered, for the one reader that must not take mu
 	// (a stalled write holds it).
-	done      atomic.Bool
-	keepAlive atomic.Pointer[time.Timer]
+	done atomic.Bool
+	// quietSince is when the stream was last written to (or the request
+	// arrived), as time since the handler's epoch: the handler's one
+	// keep-alive clock reads it (see sweepKeepAlives).
+	quietSince atomic.Int64
 
 	mu       sync.Mutex
 	caller   string   // who asked, once a server request needs it
@@ -99,9 +102,6 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, body []byte, 
 			go ex.conn.Close()
 		}
 	}
-	if t := ex.keepAlive.Load(); t != nil {
-		t.Stop()
-	}
 	if !ex.done.Load() {
 		// A write may be stalled on a client that does not read,
 		// holding the lock: it must fail now. (An answered exchange
@@ -122,6 +122,10 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, body []byte, 
 	}
 	h.mu.Lock()
 	delete(h.exchanges, ex)
+	if len(h.exchanges) == 0 && h.keepAlives != nil {
+		h.keepAlives.Stop() // nothing to keep alive: no timer pending
+		h.keepAlivesArmed = false
+	}
 	h.mu.Unlock()
 	<-ex.conn.Done()
 }
@@ -146,6 +150,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, ex *exchange, acc
 		return false
 	}
 	h.exchanges[ex] = struct{}{}
+	h.armKeepAlivesLocked()
 	h.running.Add(1)
 	h.mu.Unlock()
 
@@ -153,9 +158,6 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, ex *exchange, acc
 		ex.mu.Lock()
 		ex.startStreamLocked()
 		ex.mu.Unlock()
-	}
-	if h.opts.KeepAlive > 0 {
-		ex.keepAlive.Store(time.AfterFunc(h.opts.KeepAlive, ex.tick))
 	}
 	return true
 }
@@ -340,7 +342,9 @@ func (ex *exchange) eventLocked(m *rpc.Outbound) error {
 // the handler returns.
 func (ex *exchange) sendLocked(m *rpc.Outbound, prefix []byte, parts ...[]byte) error {
 	pw := &ex.pw // a field: handing it to WriteTo costs no allocation
-	*pw = pieceWriter{ex: ex, start: ex.renewDeadline()}
+	start := ex.renewDeadline()
+	ex.quietSince.Store(int64(start.Sub(ex.h.epoch)))
+	*pw = pieceWriter{ex: ex, start: start}
 	if _, err := pw.Write(prefix); err != nil {
 		return err
 	}
@@ -419,8 +423,7 @@ func (ex *exchange) writeFailed(err error, start time.Time) error {
 }
 
 // tick sends an SSE comment on a quiet stream, turning a slow JSON answer
-// into an event stream first (clients "must ignore comment lines"), and
-// comes back after KeepAlive.
+// into an event stream first (clients "must ignore comment lines").
 func (ex *exchange) tick() {
 	// A write in progress (perhaps stalled on a client that does not
 	// read) holds the lock; the stream is not quiet then.
@@ -433,8 +436,52 @@ func (ex *exchange) tick() {
 		ex.sendLocked(nil, keepAliveSSE)
 		ex.mu.Unlock()
 	}
-	if t := ex.keepAlive.Load(); t != nil && !ex.done.Load() {
-		t.Reset(ex.h.opts.KeepAlive)
+}
+
+// One clock keeps every quiet exchange alive, instead of a timer per
+// request: a timer made and stopped for every POST was a twentieth of
+// the server's work on a tools/call, and one kept by every open listen
+// stream a part of its memory. The clock runs while exchanges are open,
+// every quarter of KeepAlive; each run sends a comment on every stream
+// that has been quiet for KeepAlive, so one goes out between 1 and 1.25
+// KeepAlive after the last write.
+
+// keepAliveEvery is the clock's period.
+func (h *Handler) keepAliveEvery() time.Duration { return max(h.opts.KeepAlive/4, time.Millisecond) }
+
+// armKeepAlivesLocked starts the clock if it is not running. Called under
+// h.mu with an exchange registered. The timer is made on first use, by
+// the goroutine serving a request.
+func (h *Handler) armKeepAlivesLocked() {
+	if h.opts.KeepAlive <= 0 || h.keepAlivesArmed {
+		return
+	}
+	h.keepAlivesArmed = true
+	if h.keepAlives == nil {
+		h.keepAlives = time.AfterFunc(h.keepAliveEvery(), h.sweepKeepAlives)
+		return
+	}
+	h.keepAlives.Reset(h.keepAliveEvery())
+}
+
+// sweepKeepAlives is one run of the clock.
+func (h *Handler) sweepKeepAlives() {
+	now := int64(time.Since(h.epoch))
+	quiet := int64(h.opts.KeepAlive)
+	var due []*exchange
+	h.mu.Lock()
+	for ex := range h.exchanges {
+		if now-ex.quietSince.Load() >= quiet {
+			due = append(due, ex)
+		}
+	}
+	h.keepAlivesArmed = false
+	if len(h.exchanges) > 0 {
+		h.armKeepAlivesLocked()
+	}
+	h.mu.Unlock()
+	for _, ex := range due {
+		ex.tick()
 	}
 }
 

@@ -73,10 +73,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// BodyTimeout bounds the reading of a request body. Default 30 s.
 	BodyTimeout time.Duration
-	// KeepAlive is the interval of SSE comments on a quiet stream, and how
-	// long a JSON answer may take before the response becomes an event
-	// stream so that it can carry them (proxies end silent connections).
-	// Default 15 s; negative disables both.
+	// KeepAlive is how long a stream may be quiet before it gets an SSE
+	// comment, and how long a JSON answer may take before the response
+	// becomes an event stream so that it can carry them (proxies end
+	// silent connections); each happens within a quarter of KeepAlive
+	// after that. Default 15 s; negative disables both.
 	KeepAlive time.Duration
 
 	// MaxInFlight bounds the requests being served at once, across all
@@ -195,12 +196,20 @@ type Handler struct {
 
 	limits httpLimits
 
+	// epoch is when the handler was made: times kept in atomics are
+	// offsets from it (monotonic).
+	epoch time.Time
+
 	mu        sync.Mutex
 	draining  bool
 	exchanges map[*exchange]struct{}
-	servers   []*http.Server // of Serve
-	listeners []*limitListener
-	running   sync.WaitGroup // exchanges and their connections
+	// keepAlives is the one keep-alive clock of every open exchange
+	// (armKeepAlivesLocked); made on first use, pending while armed.
+	keepAlives      *time.Timer
+	keepAlivesArmed bool
+	servers         []*http.Server // of Serve
+	listeners       []*limitListener
+	running         sync.WaitGroup // exchanges and their connections
 
 	// The server's own requests to legacy clients, by the id they were
 	// sent with: their answers arrive as POSTs of their own.
@@ -226,7 +235,7 @@ type askedRequest struct {
 
 // NewHandler returns a Streamable HTTP endpoint for b.
 func NewHandler(b Backend, opts *Options) *Handler {
-	h := &Handler{backend: b, exchanges: map[*exchange]struct{}{}}
+	h := &Handler{backend: b, exchanges: map[*exchange]struct{}{}, epoch: time.Now()}
 	if opts != nil {
 		h.opts = *opts
 	}
@@ -382,6 +391,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// value: one allocation for both.
 	ex := &exchange{rc: *http.NewResponseController(w)}
 	now := time.Now() // once: the clock is read for every request
+	ex.quietSince.Store(int64(now.Sub(h.epoch)))
 	if h.opts.WriteTimeout > 0 {
 		ex.rc.SetWriteDeadline(now.Add(h.opts.WriteTimeout))
 	}

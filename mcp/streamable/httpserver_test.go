@@ -437,6 +437,35 @@ func TestHTTPKeepAliveOnSlowAnswer(t *testing.T) {
 	})
 }
 
+// T2: a keep-alive comment goes to a stream that has been quiet for
+// KeepAlive, not on a fixed beat: a stream carrying progress every 6 s
+// gets none at KeepAlive 10 s, and, once its tool stops reporting, one
+// 10 to 12.5 s after its last event.
+func TestHTTPKeepAliveOnlyOnAQuietStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := mcptest.NewServer(nil)
+		s.AddTool(mcp.Tool{Name: "busy"}, func(ctx context.Context, req *server.ToolRequest) (*mcp.ToolResult, error) {
+			for i := range 5 {
+				time.Sleep(6 * time.Second)
+				if err := req.Progress(float64(i+1), 5, ""); err != nil {
+					return nil, err
+				}
+			}
+			time.Sleep(12 * time.Second) // quiet: one comment, at 40 to 42.5 s
+			return mcp.TextResult("done"), nil
+		})
+		h := streamable.NewHandler(s, &streamable.Options{KeepAlive: 10 * time.Second})
+		body := `{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{` + strings.TrimSuffix(mcptest.Meta, "}") + `,"progressToken":"tok"},"name":"busy"}}`
+		rec := serve(h, newPost(t.Context(), body, modernHeaders(body, nil)))
+		if n := strings.Count(rec.Body(), ":\n\n"); n != 1 {
+			t.Errorf("%d keep-alive comments, want 1: %q", n, rec.Body())
+		}
+		if ev := events(rec.Body()); len(ev) != 6 || !strings.Contains(ev[5], "done") {
+			t.Errorf("events %q", ev)
+		}
+	})
+}
+
 // T2: tools that annotate arguments with x-mcp-header get them checked
 // against Mcp-Param- headers.
 func TestHTTPParamHeaders(t *testing.T) {

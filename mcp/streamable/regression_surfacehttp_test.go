@@ -248,3 +248,27 @@ func TestAnExchangeFitsThe704ByteSizeClass(t *testing.T) {
 		t.Fatalf("an exchange is %d bytes, over 696", n)
 	}
 }
+
+// The keep-alive clock runs only while an exchange is open: with every
+// request answered no timer is pending (a server with no traffic does
+// nothing, and a test's bubble ends).
+func TestTheKeepAliveClockStopsWhenNoExchangeIsOpen(t *testing.T) {
+	s := h7Server(nil)
+	h := NewHandler(s, &Options{KeepAlive: time.Hour})
+	for i := range 3 {
+		body := `{"jsonrpc":"2.0","id":` + fmt.Sprint(i) + `,"method":"tools/list","params":{` + h7Meta + `}}`
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r7Post(body, map[string]string{mcp.HeaderProtocolVersion: mcp.LatestVersion, mcp.HeaderMethod: "tools/list"}))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("tools/list: %d %s", rec.Code, rec.Body)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.keepAlives == nil {
+		t.Fatal("no request armed the clock")
+	}
+	if h.keepAlivesArmed || h.keepAlives.Stop() {
+		t.Error("a keep-alive timer is pending with no exchange open")
+	}
+}
