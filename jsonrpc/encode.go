@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -94,20 +95,58 @@ func rawJSON(b []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// EncodedLen is the number of bytes AppendString appends for s (quotes
+// included): for making room for a large string once. It reads plain runs
+// eight bytes at a time.
+func EncodedLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		j := safeRun(s, i)
+		n += j - i
+		if i = j; i >= len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch c {
+			case '"', '\\', '\n', '\r', '\t', '\b', '\f':
+				n += 2
+			default: // another control byte, '<', '>' or '&'
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
 // AppendString appends s as a JSON string. It escapes what JSON requires and
 // the same HTML-sensitive characters encoding/json does, and replaces invalid
 // UTF-8 with U+FFFD.
 func AppendString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
+	if len(s) > 256 {
+		// A long string is copied in runs: room for all of it at once
+		// rather than doubling the line while it is appended.
+		dst = slices.Grow(dst, len(s)+2)
+	}
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i = safeRun(s, i); i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':

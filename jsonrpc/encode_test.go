@@ -20,10 +20,15 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 
 func FuzzAppendString(f *testing.F) {
 	f.Add("x\u2028\xff\"")
+	f.Add("abcdefgh<abcdefgh\x01abcdefghé\u2029abcdefgh")
 	f.Fuzz(func(t *testing.T, s string) {
 		want, _ := json.Marshal(s)
-		if got := jsonrpc.AppendString(nil, s); string(got) != string(want) {
+		got := jsonrpc.AppendString(nil, s)
+		if string(got) != string(want) {
 			t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+		if n := jsonrpc.EncodedLen(s); n != len(got) {
+			t.Fatalf("EncodedLen(%q) = %d, AppendString appends %d", s, n, len(got))
 		}
 	})
 }

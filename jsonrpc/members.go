@@ -38,7 +38,8 @@ func (e *SyntaxError) Error() string {
 // offset of that byte.
 func validate(b []byte, open byte, wrongKind error) (int, error) {
 	i := skipSpace(b, 0)
-	end, err := scanValue(b, i, 0)
+	var st scanState
+	end, err := scanValue(b, i, 0, &st)
 	if err != nil {
 		return 0, &SyntaxError{err.off, err.reason}
 	}

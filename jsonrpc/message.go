@@ -129,7 +129,8 @@ var null = []byte("null")
 // Unknown members are ignored, as JSON-RPC 2.0 does not forbid them.
 func Decode(line []byte, opts *DecodeOptions) (Message, error) {
 	i := skipSpace(line, 0)
-	end, serr := scanValue(line, i, 0)
+	var st scanState
+	end, serr := scanValue(line, i, 0, &st)
 	if serr == nil {
 		if j := skipSpace(line, end); j != len(line) {
 			serr = &scanError{j, "invalid character " + quoteByte(line[j]) + " after top-level value"}
@@ -140,7 +141,7 @@ func Decode(line []byte, opts *DecodeOptions) (Message, error) {
 	}
 	switch line[i] {
 	case '{':
-		return decodeObject(line[i:end], i, opts)
+		return decodeObject(line[i:end], i, opts, st.mayRepeat)
 	case '[':
 		return Message{Kind: KindBatch}, nil
 	default:
@@ -158,7 +159,8 @@ func Batch(line []byte, fn func(elem []byte)) int {
 	n := 0
 	i = skipSpace(line, i+1)
 	for i < len(line) && line[i] != ']' {
-		end, err := scanValue(line, i, 1)
+		var st scanState
+		end, err := scanValue(line, i, 1, &st)
 		if err != nil {
 			return n
 		}
@@ -175,8 +177,10 @@ func Batch(line []byte, fn func(elem []byte)) int {
 }
 
 // decodeObject checks the envelope of a syntactically valid object. base is
-// the object's offset within the line, for error offsets.
-func decodeObject(obj []byte, base int, opts *DecodeOptions) (Message, error) {
+// the object's offset within the line, for error offsets; mayRepeat is
+// what the validating scan learned (false: no object in obj repeats a
+// key).
+func decodeObject(obj []byte, base int, opts *DecodeOptions, mayRepeat bool) (Message, error) {
 	var m Message
 	var seen [6]bool // jsonrpc id method params result error
 	var version []byte
@@ -264,7 +268,9 @@ func decodeObject(obj []byte, base int, opts *DecodeOptions) (Message, error) {
 		default:
 			return invalid("params must be an object or an array")
 		}
-		if key, pointer, dup := duplicateKey(m.Params); dup {
+		if !mayRepeat {
+			// Settled by the scan.
+		} else if key, pointer, dup := duplicateKey(m.Params); dup {
 			return invalid(duplicateReason(key, pointer))
 		}
 	}

@@ -27,9 +27,23 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
+// scanState is what a validating scan learns beside validity.
+type scanState struct {
+	// mayRepeat: some object may repeat a key. The scan compares the keys
+	// of each object as it validates them, which settles the common case
+	// (a few keys without escapes, all different) in the same pass; an
+	// object with escaped keys or more than screenedKeys keys, or one
+	// that does repeat a key, sets it, and the exact check (duplicateKey)
+	// then decides.
+	mayRepeat bool
+}
+
+// screenedKeys is how many keys of one object the scan compares itself.
+const screenedKeys = 16
+
 // scanValue validates the JSON value starting at b[i] (no leading space) and
 // returns the offset just past it.
-func scanValue(b []byte, i, depth int) (int, *scanError) {
+func scanValue(b []byte, i, depth int, st *scanState) (int, *scanError) {
 	if i >= len(b) {
 		return i, &scanError{i, "unexpected end of input"}
 	}
@@ -38,9 +52,9 @@ func scanValue(b []byte, i, depth int) (int, *scanError) {
 		end, _, err := scanString(b, i)
 		return end, err
 	case c == '{':
-		return scanObject(b, i, depth+1)
+		return scanObject(b, i, depth+1, st)
 	case c == '[':
-		return scanArray(b, i, depth+1)
+		return scanArray(b, i, depth+1, st)
 	case c == '-' || (c >= '0' && c <= '9'):
 		return scanNumber(b, i)
 	case c == 't':
@@ -72,12 +86,9 @@ func scanString(b []byte, i int) (int, bool, *scanError) {
 	escaped := false
 	i++ // opening quote
 	for i < len(b) {
-		// Most of a string is plain ASCII: skip it a byte at a time
-		// through a table, without the switch below.
-		for i < len(b) && plainString[b[i]] {
-			i++
-		}
-		if i >= len(b) {
+		// Most of a string is plain ASCII: skip it without the switch
+		// below.
+		if i = plainRun(b, i); i >= len(b) {
 			break
 		}
 		c := b[i]
@@ -176,13 +187,18 @@ func scanNumber(b []byte, i int) (int, *scanError) {
 	return i, nil
 }
 
-func scanObject(b []byte, i, depth int) (int, *scanError) {
+func scanObject(b []byte, i, depth int, st *scanState) (int, *scanError) {
 	if depth > maxDepth {
 		return i, &scanError{i, "exceeded max nesting depth"}
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, nil
+	}
+	var keys [screenedKeys]struct{ start, end int32 }
+	n := 0
+	if len(b) > 1<<31-1 {
+		st.mayRepeat = true
 	}
 	for {
 		if i >= len(b) {
@@ -192,15 +208,32 @@ func scanObject(b []byte, i, depth int) (int, *scanError) {
 			return i, &scanError{i, "object key expected"}
 		}
 		var err *scanError
-		if i, _, err = scanString(b, i); err != nil {
+		start := i
+		var escaped bool
+		if i, escaped, err = scanString(b, i); err != nil {
 			return i, err
+		}
+		if !st.mayRepeat {
+			if escaped || n == screenedKeys {
+				st.mayRepeat = true
+			} else {
+				key := b[start+1 : i-1]
+				for _, k := range keys[:n] {
+					if string(b[k.start:k.end]) == string(key) {
+						st.mayRepeat = true
+						break
+					}
+				}
+				keys[n] = struct{ start, end int32 }{int32(start + 1), int32(i - 1)}
+				n++
+			}
 		}
 		i = skipSpace(b, i)
 		if i >= len(b) || b[i] != ':' {
 			return i, &scanError{i, "':' expected after object key"}
 		}
 		i = skipSpace(b, i+1)
-		if i, err = scanValue(b, i, depth); err != nil {
+		if i, err = scanValue(b, i, depth, st); err != nil {
 			return i, err
 		}
 		i = skipSpace(b, i)
@@ -218,7 +251,7 @@ func scanObject(b []byte, i, depth int) (int, *scanError) {
 	}
 }
 
-func scanArray(b []byte, i, depth int) (int, *scanError) {
+func scanArray(b []byte, i, depth int, st *scanState) (int, *scanError) {
 	if depth > maxDepth {
 		return i, &scanError{i, "exceeded max nesting depth"}
 	}
@@ -228,7 +261,7 @@ func scanArray(b []byte, i, depth int) (int, *scanError) {
 	}
 	for {
 		var err *scanError
-		if i, err = scanValue(b, i, depth); err != nil {
+		if i, err = scanValue(b, i, depth, st); err != nil {
 			return i, err
 		}
 		i = skipSpace(b, i)
@@ -252,7 +285,8 @@ func scanArray(b []byte, i, depth int) (int, *scanError) {
 // strings), and does not allocate.
 func Valid(b []byte) bool {
 	i := skipSpace(b, 0)
-	end, err := scanValue(b, i, 0)
+	var st scanState
+	end, err := scanValue(b, i, 0, &st)
 	return err == nil && skipSpace(b, end) == len(b)
 }
 

@@ -104,12 +104,7 @@ func duplicateKey(v []byte) (key, pointer string, found bool) {
 func skipString(v []byte, i int) (int, bool) {
 	escaped := false
 	for i++; i < len(v); i++ {
-		// Keys and short values are the common strings: a table lookup
-		// per byte beats a vectorized search that must start again.
-		for i < len(v) && !quoteOrEscape[v[i]] {
-			i++
-		}
-		if i >= len(v) {
+		if i = quoteOrEscapeRun(v, i); i >= len(v) {
 			break
 		}
 		if v[i] == '"' {

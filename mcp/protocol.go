@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 )
@@ -199,7 +198,7 @@ func (r *ToolResult) AppendJSON(dst []byte, suffix []byte) json.RawMessage {
 	need := 0
 	for _, c := range r.Content {
 		if c.Type == "text" && len(c.Text) > 4<<10 {
-			need += encodedStringLen(c.Text)
+			need += jsonrpc.EncodedLen(c.Text)
 		}
 	}
 	if need > 0 {
@@ -238,36 +237,6 @@ func (r *ToolResult) AppendJSON(dst []byte, suffix []byte) json.RawMessage {
 		dst = append(dst, suffix...)
 	}
 	return append(dst, '}')
-}
-
-// encodedStringLen is the length of s as jsonrpc.AppendString encodes it
-// (quotes included), or a little more.
-func encodedStringLen(s string) int {
-	n := 2
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
-				n += 2
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				n += 6
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
-			n += 6
-		default:
-			n += size
-		}
-		i += size
-	}
-	return n
 }
 
 // TextResult is a one-block text result.

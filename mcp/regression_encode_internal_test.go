@@ -13,8 +13,8 @@ import (
 // It is now encoded into room made for it at once.
 func TestRegressionLargeTextResultEncodedInOneAllocation(t *testing.T) {
 	for _, s := range []string{"", "a", "<>&", "\n\r\t\b\f\"\\", "\x01\x1f\x7f", "é", "\u2028\u2029", "\xff", "a\xffb", "日本語"} {
-		if got, want := encodedStringLen(s), len(jsonrpc.AppendString(nil, s)); got != want {
-			t.Errorf("encodedStringLen(%q) = %d, AppendString writes %d", s, got, want)
+		if got, want := jsonrpc.EncodedLen(s), len(jsonrpc.AppendString(nil, s)); got != want {
+			t.Errorf("EncodedLen(%q) = %d, AppendString writes %d", s, got, want)
 		}
 	}
 	r := TextResult(strings.Repeat("<", 1<<20))
