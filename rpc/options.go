@@ -199,7 +199,9 @@ type Prepared struct {
 }
 
 // Prepare resolves opts (nil: the defaults) for connections made later
-// with Prepared.NewMessages. Changing opts afterwards changes nothing.
+// with Prepared.NewMessages. opts is copied, but what it points to (the
+// Cancel slice, BusyError, the functions) is shared by every connection
+// and must not be changed afterwards.
 func Prepare(opts *Options) *Prepared { return &Prepared{s: resolve(opts)} }
 
 // busyError is the answer to a request refused for want of a slot. The

@@ -26,8 +26,9 @@ import (
 // caller then decodes with encoding/json into a fresh value, whose result
 // or error message is the one that counts. Types it does not handle at all
 // (a map, an interface, an array, []byte, an embedded struct, a method
-// UnmarshalJSON or UnmarshalText anywhere, a ",string" tag, two fields
-// whose names fold together, non-ASCII names, recursion) get no codec, and
+// UnmarshalJSON or UnmarshalText anywhere, a ",string" tag, a tag name
+// encoding/json does not accept, two fields whose names fold together,
+// non-ASCII names, recursion) get no codec, and
 // go to encoding/json every time. FuzzArgDecode holds it to encoding/json.
 type argCodec struct {
 	kind   reflect.Kind
@@ -117,8 +118,10 @@ func buildArgCodec(t reflect.Type, depth int, building map[reflect.Type]bool) *a
 					return nil
 				}
 			}
-			if !validTagName(name) {
-				name = ""
+			if name != "" && !validTagName(name) {
+				// encoding/json ignores such a name (v1) or keeps part
+				// of it (GOEXPERIMENT=jsonv2): it decides alone.
+				return nil
 			}
 			if name == "" {
 				name = f.Name
@@ -148,8 +151,7 @@ func buildArgCodec(t reflect.Type, depth int, building map[reflect.Type]bool) *a
 	return c
 }
 
-// validTagName is encoding/json's test of a tag's name: a name it does not
-// accept is ignored, and the field keeps its Go name.
+// validTagName is encoding/json's test of a tag's name.
 func validTagName(s string) bool {
 	if s == "" {
 		return false

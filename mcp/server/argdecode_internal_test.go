@@ -38,7 +38,6 @@ type fuzzArgs struct {
 	Untaged string      // its Go name, matched case-insensitively
 	Skipped string      `json:"-"`
 	Dash    string      `json:"-,"`
-	Bad     string      `json:"a\"b"` // an invalid tag name: the Go name counts
 	hidden  string      //nolint:unused // unexported: never decoded
 	Nested  [][]int     `json:"nested"`
 }
@@ -59,6 +58,9 @@ func TestArgCodecRefusesWhatEncodingJSONDecidesAlone(t *testing.T) {
 		"folded twins": reflect.TypeFor[struct {
 			A string `json:"name"`
 			B string `json:"NAME"`
+		}](),
+		"invalid tag name": reflect.TypeFor[struct {
+			A string `json:"a\"b"`
 		}](),
 		"text unmarshaler": reflect.TypeFor[struct{ T time.Time }](),
 		"non-ASCII name":   reflect.TypeFor[struct{ Ä string }](),

@@ -149,6 +149,9 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, ex *exchange, acc
 		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the server is shutting down", nil)
 		return false
 	}
+	// Quiet from now: a body that took long to arrive does not count
+	// against the answer's time to become an event stream.
+	ex.quietSince.Store(int64(time.Since(h.epoch)))
 	h.exchanges[ex] = struct{}{}
 	h.armKeepAlivesLocked()
 	h.running.Add(1)
@@ -428,7 +431,10 @@ func (ex *exchange) tick() {
 	// A write in progress (perhaps stalled on a client that does not
 	// read) holds the lock; the stream is not quiet then.
 	if ex.mu.TryLock() {
-		if ex.closed || ex.answered || !ex.canSSE {
+		// A sweep that waited on another stream's write may come late:
+		// this one may have been written to meanwhile.
+		quiet := time.Since(ex.h.epoch) - time.Duration(ex.quietSince.Load())
+		if ex.closed || ex.answered || !ex.canSSE || quiet < ex.h.opts.KeepAlive {
 			ex.mu.Unlock()
 			return
 		}

@@ -391,7 +391,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// value: one allocation for both.
 	ex := &exchange{rc: *http.NewResponseController(w)}
 	now := time.Now() // once: the clock is read for every request
-	ex.quietSince.Store(int64(now.Sub(h.epoch)))
 	if h.opts.WriteTimeout > 0 {
 		ex.rc.SetWriteDeadline(now.Add(h.opts.WriteTimeout))
 	}
