@@ -30,13 +30,40 @@ type ClientOptions struct {
 	// timeout (event streams last as long as their calls).
 	Client *http.Client
 	// Token, when set, is sent as "Authorization: Bearer TOKEN" on every
-	// request.
+	// request (when there is no Authorizer).
 	Token string
+	// Authorizer, when set, gives every request its credentials and is
+	// told when the server refuses them, so that it can obtain new ones
+	// (an OAuth client, say) and have the request sent again.
+	Authorizer Authorizer
 	// Header is added to every request.
 	Header http.Header
 	// MaxMessageBytes bounds one response or event. Default 16 MiB.
 	MaxMessageBytes int
 }
+
+// An Authorizer gives a client's requests their credentials: a token it
+// holds, or one it obtains (the OAuth flows of the MCP authorization
+// specification live in github.com/agentwire/agentwire/oauth, which
+// implements this). Both methods are called concurrently, on the
+// goroutine of the call whose request it is.
+type Authorizer interface {
+	// Authorize sets req's credentials: its Authorization header, and
+	// any other the scheme needs (DPoP). An error fails the call.
+	Authorize(req *http.Request) error
+	// Refused is told of a 401 or 403 answer to a request Authorize
+	// prepared: resp's status and headers (WWW-Authenticate) as the
+	// server sent them; its body is the transport's. It returns true when
+	// it has new credentials and the request should be sent again, false
+	// to let the call fail with the refusal (an HTTPStatusError). A
+	// request is sent at most MaxAuthAttempts times.
+	Refused(ctx context.Context, req *http.Request, resp *http.Response) (retry bool, err error)
+}
+
+// MaxAuthAttempts bounds how many times one request is sent with fresh
+// credentials: a server that refuses every token (or keeps asking for a
+// scope it is never granted) costs a few round trips, not a loop.
+const MaxAuthAttempts = 3
 
 // ErrHTTPTransport marks a request that got no HTTP response at all
 // (connection refused, reset, a broken event stream). It is never taken as
@@ -193,7 +220,7 @@ func (t *httpTransport) standaloneStream(ctx context.Context) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		resp, err := t.opts.Client.Do(req)
+		resp, err := t.do(req, nil)
 		got <- result{resp, err}
 	}()
 	var resp *http.Response
@@ -286,7 +313,7 @@ func (t *httpTransport) Close() process.ShutdownResult {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, t.url, nil); err == nil {
 			t.setHeaders(req, "", nil)
-			if resp, err := t.opts.Client.Do(req); err == nil {
+			if resp, err := t.do(req, nil); err == nil {
 				resp.Body.Close()
 			}
 		}
@@ -356,7 +383,7 @@ func (t *httpTransport) setHeaders(req *http.Request, method string, params []by
 	for k, v := range t.opts.Header {
 		h[k] = v
 	}
-	if t.opts.Token != "" {
+	if t.opts.Token != "" && t.opts.Authorizer == nil {
 		h.Set("Authorization", "Bearer "+t.opts.Token)
 	}
 	t.mu.Lock()
@@ -429,9 +456,9 @@ func (t *httpTransport) Notify(ctx context.Context, method string, params any) e
 		return err
 	}
 	t.setHeaders(req, method, raw)
-	resp, err := t.opts.Client.Do(req)
+	resp, err := t.do(req, msg)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrHTTPTransport, err)
+		return t.sendError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
@@ -520,13 +547,13 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 		return nil, err
 	}
 	t.setHeaders(req, method, raw)
-	resp, err := t.opts.Client.Do(req)
+	resp, err := t.do(req, msg)
 	if err != nil {
 		if ctx.Err() != nil {
 			t.cancelled(id)
 			return nil, context.Cause(ctx)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrHTTPTransport, err)
+		return nil, t.sendError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -670,10 +697,14 @@ func (t *httpTransport) resume(ctx context.Context, lastID string) (*http.Respon
 	req.Header.Del("Content-Type")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Last-Event-ID", lastID)
-	resp, err := t.opts.Client.Do(req)
+	resp, err := t.do(req, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
+		}
+		var ae *authError
+		if errors.As(err, &ae) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("%w: resuming the event stream: %v", ErrHTTPTransport, err)
 	}
@@ -851,8 +882,8 @@ func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.Ra
 		}
 		t.setHeaders(req, "", nil)
 		var refused error
-		if resp, err := t.opts.Client.Do(req); err != nil {
-			refused = fmt.Errorf("%w: %v", ErrHTTPTransport, err)
+		if resp, err := t.do(req, body); err != nil {
+			refused = t.sendError(err)
 		} else {
 			if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
 				refused = t.statusError(resp)
@@ -907,4 +938,58 @@ func (t *httpTransport) statusError(resp *http.Response) error {
 	}
 	e.Body = strings.ToValidUTF8(s, "?")
 	return e
+}
+
+// authError is an Authorizer's own failure: the call fails with it, not
+// as a transport failure.
+type authError struct{ err error }
+
+func (e *authError) Error() string { return "mcp: authorizing the request: " + e.err.Error() }
+func (e *authError) Unwrap() error { return e.err }
+
+// sendError is what a call reports when do returned no response.
+func (t *httpTransport) sendError(err error) error {
+	var ae *authError
+	if errors.As(err, &ae) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrHTTPTransport, err)
+}
+
+// do sends req (whose body, if any, is body) with its credentials. With an
+// Authorizer, a 401 or 403 answer is handed to it, and the request is sent
+// again, with the credentials it then gives, as long as it asks to and at
+// most MaxAuthAttempts times in all; the last answer is returned as it is.
+func (t *httpTransport) do(req *http.Request, body []byte) (*http.Response, error) {
+	a := t.opts.Authorizer
+	if a == nil {
+		return t.opts.Client.Do(req)
+	}
+	for attempt := 1; ; attempt++ {
+		if err := a.Authorize(req); err != nil {
+			return nil, &authError{err}
+		}
+		resp, err := t.opts.Client.Do(req)
+		if err != nil || attempt == MaxAuthAttempts ||
+			(resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+			return resp, err
+		}
+		retry, err := a.Refused(req.Context(), req, resp)
+		if err != nil {
+			resp.Body.Close()
+			return nil, &authError{err}
+		}
+		if !retry {
+			return resp, nil
+		}
+		// The refusal is spent: its connection goes back to the pool.
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		next := req.Clone(req.Context())
+		if body != nil {
+			next.Body = io.NopCloser(bytes.NewReader(body))
+			next.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
+		req = next
+	}
 }
