@@ -88,6 +88,11 @@ type Tool struct {
 	InputSchema  json.RawMessage  `json:"inputSchema"`
 	OutputSchema json.RawMessage  `json:"outputSchema,omitempty"`
 	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+	// Scopes are the OAuth scopes a call of the tool needs, on a server
+	// whose HTTP endpoint is protected (streamable.Options.Protect): a
+	// token without all of them gets 403 insufficient_scope. Declared
+	// with the tool, never sent: tools/list does not carry them.
+	Scopes []string `json:"-"`
 }
 
 // ToolAnnotations are hints about a tool's behaviour. A nil hint is left

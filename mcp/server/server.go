@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/agentwire/agentwire/mcp"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -46,6 +47,12 @@ type Options struct {
 	// instance behind a load balancer the same key, so that a retry may
 	// land on any of them.
 	StateKey []byte
+	// MethodScopes maps a method ("tools/call", "resources/read", ...) to
+	// the OAuth scopes its requests need, on an HTTP endpoint that is
+	// protected (streamable.Options.Protect); a tool's own (mcp.Tool.Scopes)
+	// add to those of tools/call. Over stdio nothing is checked. Copied by
+	// New.
+	MethodScopes map[string][]string
 }
 
 // ToolHandler serves one tool. A returned *jsonrpc.Error becomes a protocol
@@ -97,6 +104,9 @@ func New(info mcp.Implementation, opts *Options) *Server {
 	if s.opts.Logger == nil {
 		s.opts.Logger = slog.Default()
 	}
+	if s.opts.MethodScopes != nil {
+		s.opts.MethodScopes = maps.Clone(s.opts.MethodScopes)
+	}
 	meta, _ := json.Marshal(map[string]any{mcp.MetaServerInfo: s.info})
 	s.modernSuffix = append([]byte(`"resultType":"complete","_meta":`), meta...)
 	s.exchange = session{srv: s, stateless: true}
@@ -109,6 +119,7 @@ func (s *Server) AddTool(t mcp.Tool, h ToolHandler) {
 	if len(t.InputSchema) == 0 {
 		t.InputSchema = json.RawMessage(`{"type":"object"}`)
 	}
+	t.Scopes = slices.Clone(t.Scopes)
 	s.mu.Lock()
 	headers, _ := mcp.SchemaHeaders(t.InputSchema) // invalid annotations: no header checks
 	s.tools.put(t.Name, &registeredTool{tool: t, handler: h, headers: headers})
@@ -257,6 +268,25 @@ func (s *Server) HeaderParams(tool string) map[string]string {
 		return t.headers
 	}
 	return nil
+}
+
+// RequiredScopes returns the OAuth scopes a request needs (the
+// streamable.ScopedBackend the HTTP endpoint asks when it is protected):
+// Options.MethodScopes[method], and for tools/call the tool's own
+// (mcp.Tool.Scopes). The result is not to be modified.
+func (s *Server) RequiredScopes(method, name string) []string {
+	m := s.opts.MethodScopes[method]
+	if method != mcp.MethodToolsCall {
+		return m
+	}
+	t := s.tool(name)
+	if t == nil || len(t.tool.Scopes) == 0 {
+		return m
+	}
+	if len(m) == 0 {
+		return t.tool.Scopes
+	}
+	return append(slices.Clip(m), t.tool.Scopes...)
 }
 
 // Handler returns a handler for one connection.

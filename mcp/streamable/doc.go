@@ -38,7 +38,28 @@
 // elsewhere), Origin (403 unless absent, loopback or allowed), Host (403
 // when AllowedHosts is set and it is not listed), the bearer token (401
 // with WWW-Authenticate) and the body size (413) are checked first; 401,
-// 403 and 413 close the connection.
+// 403 and 413 close the connection (a 403 for a missing scope does not:
+// its client is known).
+//
+// # Authorization
+//
+// Options.Token requires one fixed bearer token. Options.Protect makes
+// the endpoint an OAuth 2.1 resource server instead (the two are
+// exclusive): every POST must carry Authorization: Bearer with a token
+// that Protection.Verifier accepts (401 with WWW-Authenticate: Bearer
+// resource_metadata="...", scope="..." without one, with
+// error="invalid_token" added for a refused one; 503 with Retry-After
+// when the verifier itself fails, its error logged and never sent), and
+// with the scopes the request needs: Protection.Scopes, and those a
+// ScopedBackend requires of its method and tool (a *server.Server:
+// Options.MethodScopes, mcp.Tool.Scopes), checked once the method and
+// name are known and checked against Mcp-Method and Mcp-Name (403 with
+// error="insufficient_scope" and every scope the request needs). The
+// handler serves the protected resource metadata document, unauthenticated,
+// at /.well-known/oauth-protected-resource followed by the resource's path
+// (and by Path, and at the root), and names its absolute URL, derived from
+// Metadata.Resource, in every challenge. The verified identity is in the
+// handler's context (auth.IdentityFrom). See docs/auth.md.
 //
 // # Concurrency and limits
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/mcp/auth"
 	"github.com/agentwire/agentwire/rpc"
 )
 
@@ -46,6 +47,7 @@ type exchange struct {
 	conn   *rpc.Conn
 	msg    jsonrpc.Message // the body, decoded once
 	note   mcp.Routed      // what the route learned; handed to the handler
+	id     *auth.Identity  // the verified caller (Options.Protect)
 	canSSE bool
 	// stopped is set by unblock: the deadline it set must not be renewed.
 	stopped atomic.Bool
@@ -138,8 +140,13 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, body []byte, 
 func (h *Handler) open(w http.ResponseWriter, r *http.Request, ex *exchange, accept acceptable) bool {
 	ex.h, ex.r, ex.w = h, r, w
 	ex.canSSE = accept.sse
-	// The client going away cancels the handler.
-	ex.conn = h.conns.NewMessages(r.Context(), nil, ex, h.backend.ExchangeHandler(&ex.note))
+	// The client going away cancels the handler; a verified identity is
+	// in its context.
+	ctx := r.Context()
+	if ex.id != nil {
+		ctx = auth.WithIdentity(ctx, ex.id)
+	}
+	ex.conn = h.conns.NewMessages(ctx, nil, ex, h.backend.ExchangeHandler(&ex.note))
 
 	h.mu.Lock()
 	if h.draining {

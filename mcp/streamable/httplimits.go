@@ -101,8 +101,18 @@ type Stats struct {
 	NotFound int64
 	// Forbidden counts requests from a foreign Origin or Host (403).
 	Forbidden int64
-	// Unauthorized counts requests without the bearer token (401).
+	// Unauthorized counts requests without the bearer token (401): with
+	// none, or with another than Options.Token.
 	Unauthorized int64
+	// InvalidTokens counts requests whose bearer token the verifier
+	// refused (401 invalid_token, Options.Protect).
+	InvalidTokens int64
+	// InsufficientScope counts requests whose verified token lacked a
+	// scope the request needs (403, Options.Protect).
+	InsufficientScope int64
+	// VerifierFailures counts requests whose token could not be verified
+	// for the verifier's own failure (503, Options.Protect).
+	VerifierFailures int64
 	// TooLarge counts bodies over MaxBodyBytes (413).
 	TooLarge int64
 	// Busy counts requests over MaxInFlight (503).
@@ -131,22 +141,28 @@ const (
 	refStreams
 	refOverBudget
 	refWriteTimeout
+	refInvalidToken
+	refInsufficientScope
+	refVerifier
 	numRefusals
 )
 
 var refusalMessages = [numRefusals]string{
-	refConnRefused:  "mcp http: connection refused: every connection is serving a request (MaxConns)",
-	refConnEvicted:  "mcp http: closed a waiting connection to make room (MaxConns)",
-	refIdleClosed:   "mcp http: closed a connection that sent no request in time (ReadHeaderTimeout, IdleTimeout)",
-	refAcceptError:  "mcp http: accept failed; backing off",
-	refNotFound:     "mcp http: request for another path (404)",
-	refForbidden:    "mcp http: request from a foreign origin or host (403)",
-	refUnauthorized: "mcp http: request without a valid bearer token (401)",
-	refTooLarge:     "mcp http: request body too large (413)",
-	refBusy:         "mcp http: too many requests in flight (503, MaxInFlight)",
-	refStreams:      "mcp http: too many listen streams open (503, MaxStreams)",
-	refOverBudget:   "mcp http: request bytes in flight over the budget (503, MaxBufferedBytes)",
-	refWriteTimeout: "mcp http: response cut off: the client read nothing for WriteTimeout",
+	refConnRefused:       "mcp http: connection refused: every connection is serving a request (MaxConns)",
+	refConnEvicted:       "mcp http: closed a waiting connection to make room (MaxConns)",
+	refIdleClosed:        "mcp http: closed a connection that sent no request in time (ReadHeaderTimeout, IdleTimeout)",
+	refAcceptError:       "mcp http: accept failed; backing off",
+	refNotFound:          "mcp http: request for another path (404)",
+	refForbidden:         "mcp http: request from a foreign origin or host (403)",
+	refUnauthorized:      "mcp http: request without a valid bearer token (401)",
+	refTooLarge:          "mcp http: request body too large (413)",
+	refBusy:              "mcp http: too many requests in flight (503, MaxInFlight)",
+	refStreams:           "mcp http: too many listen streams open (503, MaxStreams)",
+	refOverBudget:        "mcp http: request bytes in flight over the budget (503, MaxBufferedBytes)",
+	refWriteTimeout:      "mcp http: response cut off: the client read nothing for WriteTimeout",
+	refInvalidToken:      "mcp http: bearer token refused by the verifier (401, Protect)",
+	refInsufficientScope: "mcp http: token without a scope the request needs (403, Protect)",
+	refVerifier:          "mcp http: the token verifier failed (503, Protect)",
 }
 
 // httpLimits is the handler's limit state: counters, logs, the request
@@ -197,22 +213,25 @@ func (h *Handler) Stats() Stats {
 	l := &h.limits
 	c := func(k int) int64 { return l.counts[k].Load() }
 	return Stats{
-		Conns:          l.conns.open(),
-		InFlight:       int(l.inFlight.Load()),
-		Streams:        int(l.streams.Load()),
-		BufferedBytes:  l.buffered.Load(),
-		ConnsRefused:   c(refConnRefused),
-		ConnsEvicted:   c(refConnEvicted),
-		IdleClosed:     c(refIdleClosed),
-		AcceptErrors:   c(refAcceptError),
-		NotFound:       c(refNotFound),
-		Forbidden:      c(refForbidden),
-		Unauthorized:   c(refUnauthorized),
-		TooLarge:       c(refTooLarge),
-		Busy:           c(refBusy),
-		StreamsRefused: c(refStreams),
-		OverBudget:     c(refOverBudget),
-		WriteTimeouts:  c(refWriteTimeout),
+		Conns:             l.conns.open(),
+		InFlight:          int(l.inFlight.Load()),
+		Streams:           int(l.streams.Load()),
+		BufferedBytes:     l.buffered.Load(),
+		ConnsRefused:      c(refConnRefused),
+		ConnsEvicted:      c(refConnEvicted),
+		IdleClosed:        c(refIdleClosed),
+		AcceptErrors:      c(refAcceptError),
+		NotFound:          c(refNotFound),
+		Forbidden:         c(refForbidden),
+		Unauthorized:      c(refUnauthorized),
+		TooLarge:          c(refTooLarge),
+		Busy:              c(refBusy),
+		StreamsRefused:    c(refStreams),
+		OverBudget:        c(refOverBudget),
+		WriteTimeouts:     c(refWriteTimeout),
+		InvalidTokens:     c(refInvalidToken),
+		InsufficientScope: c(refInsufficientScope),
+		VerifierFailures:  c(refVerifier),
 	}
 }
 

@@ -101,6 +101,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 		httpError(w, http.StatusBadRequest, id, e.Code, e.Message, nil)
 		return false
 	}
+	if h.prot != nil && !h.authorizeScopes(w, r, ex, id, method, nameOf(method, p.Name, p.URI)) {
+		return false
+	}
 	if method == mcp.MethodListen && !accept.sse {
 		httpError(w, http.StatusNotAcceptable, id, jsonrpc.CodeInvalidRequest, "Not Acceptable: subscriptions/listen answers with an event stream (text/event-stream)", nil)
 		return false
@@ -113,6 +116,18 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 	// The event stream starts with the first notification (or keep-alive),
 	// not before: an error that comes first keeps its status (400, 404).
 	return true
+}
+
+// nameOf returns the raw member of a request's params that Mcp-Name
+// mirrors, if its method has one.
+func nameOf(method string, name, uri []byte) []byte {
+	switch method {
+	case mcp.MethodToolsCall, "prompts/get":
+		return name
+	case "resources/read":
+		return uri
+	}
+	return nil
 }
 
 // methodOf returns a message's method without copying it when it has no

@@ -63,11 +63,24 @@ type Options struct {
 	// Token, when set, is the bearer token every request must carry
 	// (Authorization: Bearer TOKEN); others get 401 with WWW-Authenticate.
 	// 401, 403 and 413 close the connection, so that a client without the
-	// token cannot keep one open.
+	// token cannot keep one open. It is the simplest protection: Token and
+	// Protect are exclusive (NewHandler panics when both are set).
 	Token string
 	// ResourceMetadata is the URL of the RFC 9728 protected resource
-	// metadata, named in WWW-Authenticate when set.
+	// metadata, named in WWW-Authenticate when set. With Protect it
+	// replaces the URL of the handler's own document in challenges (for a
+	// document served elsewhere, say behind a proxy that maps paths).
 	ResourceMetadata string
+	// Protect, when set, makes the endpoint an OAuth 2.1 resource server:
+	// every POST must carry a bearer token that Protect.Verifier accepts
+	// (401 without one or with a refused one, 503 when the verifier
+	// fails), with the scopes its method and tool require (403), and the
+	// handler serves the protected resource metadata document (see
+	// Protection and docs/auth.md). The verified identity is in the
+	// context of the request's handler (auth.IdentityFrom). NewHandler
+	// panics when Protect has no Verifier or no Metadata.Resource. Nil:
+	// no protection but Token.
+	Protect *Protection
 	// MaxBodyBytes caps a request body; larger ones get 413 (before they
 	// are read, when Content-Length says so). Default 4 MiB.
 	MaxBodyBytes int64
@@ -195,6 +208,7 @@ type Handler struct {
 	conns   *rpc.Prepared // every exchange's connection options, resolved once
 
 	limits httpLimits
+	prot   *protection // Options.Protect resolved; nil when unprotected
 
 	// epoch is when the handler was made: times kept in atomics are
 	// offsets from it (monotonic).
@@ -297,6 +311,9 @@ func NewHandler(b Backend, opts *Options) *Handler {
 	}
 	h.limits.init(h.log, maxConns, h.opts.MaxInFlight, h.opts.MaxStreams, h.opts.MaxBufferedBytes, h.opts.ReadHeaderTimeout)
 	h.eras = b.Eras()
+	if h.opts.Protect != nil {
+		h.prot = newProtection(h.opts.Protect, &h.opts, b)
+	}
 	var base rpc.Options
 	if h.opts.Conn != nil {
 		base = *h.opts.Conn
@@ -409,6 +426,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer place.leave()
+	if h.prot != nil && !h.authenticate(w, r, ex) {
+		return
+	}
 	var reserved int64
 	defer func() { h.limits.release(reserved) }()
 	body, ok := h.readRequest(w, r, ex, now, &reserved)
@@ -425,6 +445,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //go:noinline
 func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (acceptable, bool) {
 	if r.URL.Path != h.opts.Path {
+		if h.prot != nil && h.prot.serveMetadata(w, r) {
+			return acceptable{}, false
+		}
 		h.limits.refused(refNotFound, "path", r.URL.Path)
 		httpError(w, http.StatusNotFound, "", jsonrpc.CodeInvalidRequest, "Not Found: the MCP endpoint is "+h.opts.Path, nil)
 		return acceptable{}, false
@@ -458,7 +481,13 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (acceptable, bool
 			return acceptable{}, false
 		}
 	}
-	if !h.authorized(r) {
+	if h.prot != nil {
+		if _, ok := bearerToken(r); !ok {
+			h.limits.refused(refUnauthorized, "remote", r.RemoteAddr)
+			h.unauthorized(w, r, h.prot.challenge401)
+			return acceptable{}, false
+		}
+	} else if !h.authorized(r) {
 		h.limits.refused(refUnauthorized, "remote", r.RemoteAddr)
 		challenge := `Bearer realm="mcp"`
 		if r.Header.Get("Authorization") != "" {
@@ -605,13 +634,7 @@ func (h *Handler) checkHeaders(hdr http.Header, modern bool, method string, hasH
 	if ok && hm != method {
 		return mismatch("%s header value '%s' does not match body value '%s'", mcp.HeaderMethod, hm, method)
 	}
-	var bodyName json.RawMessage
-	switch method {
-	case mcp.MethodToolsCall, "prompts/get":
-		bodyName = name
-	case "resources/read":
-		bodyName = uri
-	}
+	bodyName := nameOf(method, name, uri)
 	// The body's name, read in place (no copy unless it has escapes).
 	var want []byte
 	var hasName bool
