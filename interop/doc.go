@@ -6,7 +6,10 @@
 //     (v1 @modelcontextprotocol/sdk, v2 @modelcontextprotocol/client and
 //     /server), the reference servers @modelcontextprotocol/server-everything,
 //     server-filesystem and server-memory (all 2026.8.31), the MCP Inspector
-//     CLI, and the TypeScript ACP SDK (@agentclientprotocol/sdk).
+//     CLI, the TypeScript ACP SDK (@agentclientprotocol/sdk), and
+//     oidc-provider 9.13.3, the authorization server that oidc/provider.mjs
+//     configures for the end-to-end OAuth test of the oauth module
+//     (oauth/e2e, which installs these packages the same way).
 //     client.mjs, tools-client.mjs, example-client.mjs, server-v1.mjs,
 //     server-v2.mjs and acp-client.mjs are small drivers of our own on top
 //     of them.

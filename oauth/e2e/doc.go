@@ -1,0 +1,44 @@
+// Package e2e is an end-to-end test of agentwire's protected MCP server
+// against a real authorization server: oidc-provider, the certified
+// OpenID provider from npm, run by interop/oidc/provider.mjs. It has no
+// code of its own, only tests.
+//
+// The test starts the provider as a subprocess on a loopback port and
+// serves agentwire's Streamable HTTP handler, protected
+// (streamable.Options.Protect), on httptest servers, with a tool any
+// token with mcp:read may call and one that needs mcp:write
+// (mcp.Tool.Scopes). A scripted authorization code flow with PKCE S256
+// (the redirects of /auth and /interaction followed with a cookie jar, up
+// to the loopback redirect URI; code, state and iss read there) obtains
+// tokens with a resource indicator (RFC 8707). It checks that:
+//
+//   - discovery works both ways: the server's protected resource metadata
+//     names the provider, whose metadata the client checks;
+//   - a JWT access token (RFC 9068) for the server's resource, verified
+//     by resource.JWTVerifier against the provider's key set, lists the
+//     tools and calls the open one;
+//   - the write tool answers 403 with error="insufficient_scope" and a
+//     scope that names mcp:write; after a step-up (authorizing again for
+//     "mcp:read mcp:write") it works;
+//   - a token the provider issued for another resource is refused with
+//     401 error="invalid_token";
+//   - a refresh (the refresh_token grant, with the resource) yields a new
+//     access token that works;
+//   - an opaque access token (for a resource the provider issues opaque
+//     tokens to), verified by resource.IntrospectionVerifier with the
+//     credentials of a confidential client of the provider, is accepted,
+//     and refused with 401 once revoked at the revocation endpoint.
+//
+// # What it needs
+//
+// oidc-provider is pinned in interop/package.json and runs on the Node 22
+// that interop/conformance/package.json pins (it refuses older Nodes).
+// The test installs both as the interoperability tests do (`npm install
+// --no-save` from each lock file, skipped when node_modules already
+// matches it, which interop's TestMain records the same way), so a fresh
+// clone needs only node and npm on the PATH. Without them, or on another
+// platform than linux/amd64 (that Node's), the test is skipped, saying
+// so; a failed install or a provider that does not start fails it. The
+// provider is stopped (its standard input closed, killed if it lingers)
+// when the test ends.
+package e2e
