@@ -28,9 +28,6 @@ const otherResource = "https://other.example.test/mcp"
 var scopesSupported = []string{"mcp:read", "mcp:write"}
 
 func TestProtectedServerAgainstOIDCProvider(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-
 	// The servers are listening before the provider starts, which must
 	// know their resources; they are protected once its issuer is known.
 	jwtServer := newMCPServer(t)
@@ -40,6 +37,9 @@ func TestProtectedServerAgainstOIDCProvider(t *testing.T) {
 		ExtraResources:  []string{otherResource, opaqueServer.Resource},
 		OpaqueResources: []string{opaqueServer.Resource},
 	})
+	// Bounds everything but the install and the start (bounded of their own).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	as := newASClient(ctx, t, p)
 
 	jwtVerifier, err := resource.NewJWTVerifier(resource.JWTOptions{
