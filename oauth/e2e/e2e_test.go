@@ -157,11 +157,11 @@ func TestProtectedServerAgainstOIDCProvider(t *testing.T) {
 		}
 		// A JWT for the other server is no token here. oidc-provider does
 		// not introspect JWT access tokens (400 unsupported_token_type),
-		// which the verifier takes for a failure to decide: 503, not 401.
+		// which refuses the token: 401 invalid_token, not a failure to
+		// decide (503).
 		_, err := streamable.Connect(ctx, opaqueServer.Endpoint, nil, &streamable.ClientOptions{Token: both.AccessToken})
-		var hse *streamable.HTTPStatusError
-		if !errors.As(err, &hse) || hse.StatusCode != http.StatusUnauthorized && hse.StatusCode != http.StatusServiceUnavailable {
-			t.Errorf("a JWT for another resource at the opaque-token server: %v, want a 401 or 503", err)
+		if c := refusal(t, err, http.StatusUnauthorized); c.Param("error") != "invalid_token" {
+			t.Errorf("a JWT for another resource at the opaque-token server: error %q, want invalid_token", c.Param("error"))
 		}
 
 		as.revoke(ctx, t, tok.AccessToken)

@@ -29,14 +29,20 @@ func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", auth.ErrInvalidToken, fmt.Sprintf(format, args...))
 }
 
-// statusError is an authorization server's answer other than 200.
+// statusError is an authorization server's answer other than 200, with
+// the OAuth error code of its body when it has one (RFC 6749 §5.2).
 type statusError struct {
 	url    string
 	status int
+	code   string
 }
 
 func (e *statusError) Error() string {
-	return fmt.Sprintf("resource: %s answered %d %s", e.url, e.status, http.StatusText(e.status))
+	msg := fmt.Sprintf("resource: %s answered %d %s", e.url, e.status, http.StatusText(e.status))
+	if e.code != "" {
+		msg += " (" + e.code + ")"
+	}
+	return msg
 }
 
 // doJSON sends req and decodes a 200 answer's JSON body into each of
@@ -54,7 +60,14 @@ func doJSON(client *http.Client, req *http.Request, dst ...any) error {
 		return fmt.Errorf("resource: reading %s: %w", req.URL.Redacted(), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &statusError{url: req.URL.Redacted(), status: resp.StatusCode}
+		se := &statusError{url: req.URL.Redacted(), status: resp.StatusCode}
+		var oauthErr struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &oauthErr) == nil && len(oauthErr.Error) <= 64 {
+			se.code = oauthErr.Error
+		}
+		return se
 	}
 	if len(body) > MaxResponseBytes {
 		return fmt.Errorf("resource: %s: answer larger than %d bytes", req.URL.Redacted(), MaxResponseBytes)

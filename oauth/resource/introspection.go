@@ -171,6 +171,14 @@ func (v *IntrospectionVerifier) introspect(ctx context.Context, token string, no
 	var ans introspection
 	var all map[string]any
 	if err := doJSON(v.o.HTTPClient, req, &ans, &all); err != nil {
+		// An endpoint that says the token is not one it can take (some
+		// do not introspect their own JWT access tokens) has decided
+		// about the token: it is no token of this server's.
+		var se *statusError
+		if errors.As(err, &se) && se.status == http.StatusBadRequest &&
+			(se.code == "unsupported_token_type" || se.code == "invalid_token") {
+			return nil, refuse("the introspection endpoint refuses the token (%s)", se.code)
+		}
 		return nil, err
 	}
 

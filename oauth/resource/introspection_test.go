@@ -17,12 +17,14 @@ import (
 type introspector struct {
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	answers  map[string]map[string]any // by token; absent: inactive
-	status   int                       // when not 0, every answer's
-	calls    int
-	requests []*http.Request
-	forms    []url.Values
+	mu      sync.Mutex
+	answers map[string]map[string]any // by token; absent: inactive
+	status  int                       // when not 0, every answer's
+	// errorCode, with status, is the OAuth error of the answer's body.
+	errorCode string
+	calls     int
+	requests  []*http.Request
+	forms     []url.Values
 }
 
 func newIntrospector(t *testing.T) *introspector {
@@ -36,6 +38,9 @@ func newIntrospector(t *testing.T) *introspector {
 		in.forms = append(in.forms, r.PostForm)
 		if in.status != 0 {
 			w.WriteHeader(in.status)
+			if in.errorCode != "" {
+				writeJSON(w, map[string]any{"error": in.errorCode})
+			}
 			return
 		}
 		ans, ok := in.answers[r.PostForm.Get("token")]
@@ -147,6 +152,26 @@ func TestAnEndpointErrorIsAFailureNotARefusal(t *testing.T) {
 	in.srv.Close()
 	_, err := v.Verify(context.Background(), "opaque-1")
 	failed(t, err, "connect")
+}
+
+// An endpoint that cannot take the token at all (oidc-provider answers a
+// JWT access token so) has refused it; a 400 for anything else is the
+// verifier's own failure.
+func TestATokenTheEndpointCannotIntrospectIsRefused(t *testing.T) {
+	in, c := newIntrospector(t), newClock()
+	v := newIntrospectionVerifier(t, in, c)
+	for _, code := range []string{"unsupported_token_type", "invalid_token"} {
+		in.mu.Lock()
+		in.status, in.errorCode = http.StatusBadRequest, code
+		in.mu.Unlock()
+		_, err := v.Verify(context.Background(), "eyJ.a.jwt")
+		refused(t, err, code)
+	}
+	in.mu.Lock()
+	in.status, in.errorCode = http.StatusBadRequest, "invalid_client"
+	in.mu.Unlock()
+	_, err := v.Verify(context.Background(), "eyJ.a.jwt")
+	failed(t, err, "invalid_client")
 }
 
 func TestAnAnswerForAnotherAudienceOrIssuerIsRefused(t *testing.T) {
