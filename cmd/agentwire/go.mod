@@ -1,0 +1,14 @@
+module github.com/agentwire/agentwire/cmd/agentwire
+
+go 1.26.0
+
+require (
+	github.com/agentwire/agentwire v0.0.0
+	github.com/agentwire/agentwire/oauth v0.0.0
+	go.uber.org/goleak v1.3.0
+)
+
+replace (
+	github.com/agentwire/agentwire => ../..
+	github.com/agentwire/agentwire/oauth => ../../oauth
+)
