@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/agentwire/agentwire v0.0.0
 	github.com/agentwire/agentwire/oauth v0.0.0
+	github.com/go-jose/go-jose/v4 v4.1.9
 	go.uber.org/goleak v1.3.0
 )
 

@@ -249,6 +249,12 @@ func startBridgeHTTP(t *testing.T, env []string, argv ...string) (string, func()
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"bridge", "--http", "0", "--"}, argv...)...)
 	cmd.Env = env
+	return startBridgeCmd(t, cmd)
+}
+
+// startBridgeCmd is startBridgeHTTP with the bridge's command prepared.
+func startBridgeCmd(t *testing.T, cmd *exec.Cmd) (string, func() string) {
+	t.Helper()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

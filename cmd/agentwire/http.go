@@ -44,6 +44,7 @@ type httpFlags struct {
 	maxBuffered *int64
 	idle        *time.Duration
 	write       *time.Duration
+	oauth       *oauthFlags
 }
 
 func addHTTPFlags(fs *flag.FlagSet) *httpFlags {
@@ -58,6 +59,7 @@ func addHTTPFlags(fs *flag.FlagSet) *httpFlags {
 	}
 	fs.Var(&f.origins, "allow-origin", "an Origin browsers may call from, besides loopback ones (repeatable; * for any)")
 	fs.Var(&f.hosts, "allow-host", "a Host name the server answers to (repeatable; default on loopback: localhost, 127.0.0.1, ::1)")
+	f.oauth = addOAuthFlags(fs)
 	return f
 }
 
@@ -67,7 +69,8 @@ func (f *httpFlags) given() []string {
 	f.fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
 		case "token", "token-file", "allow-origin", "allow-host", "max-conns", "max-in-flight",
-			"max-buffered-bytes", "idle-timeout", "write-timeout":
+			"max-buffered-bytes", "idle-timeout", "write-timeout",
+			"oauth-issuer", "oauth-resource", "oauth-introspect", "oauth-scope":
 			names = append(names, "--"+fl.Name)
 		}
 	})
@@ -141,12 +144,21 @@ func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*streamable.O
 	if err != nil {
 		return nil, err
 	}
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	prot, err := f.oauth.protection(set)
+	if err != nil {
+		return nil, err
+	}
+	if prot != nil && token != "" {
+		return nil, fmt.Errorf("a fixed bearer token (--token, --token-file or $%s) and OAuth (--oauth-issuer) exclude each other", TokenEnv)
+	}
 	if *f.maxConns < 0 || *f.maxInFlight < 0 || *f.maxBuffered < 0 || *f.idle < 0 || *f.write < 0 {
 		return nil, errors.New("--max-conns, --max-in-flight, --max-buffered-bytes, --idle-timeout and --write-timeout must not be negative")
 	}
 	o := &streamable.Options{Token: token, AllowedOrigins: f.origins, AllowedHosts: f.hosts, Logger: logger,
 		MaxConns: *f.maxConns, MaxInFlight: *f.maxInFlight, MaxBufferedBytes: *f.maxBuffered,
-		IdleTimeout: *f.idle, WriteTimeout: *f.write}
+		IdleTimeout: *f.idle, WriteTimeout: *f.write, Protect: prot}
 	host, _, _ := net.SplitHostPort(addr)
 	if len(o.AllowedHosts) == 0 && streamable.IsLoopbackHost(host) {
 		o.AllowedHosts = []string{"localhost", "127.0.0.1", "::1"}

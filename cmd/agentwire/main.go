@@ -115,6 +115,25 @@ HTTP flags (serve mcp --http, bridge):
                            --max-concurrent); beyond, 503 with Retry-After
   --max-buffered-bytes N   request body bytes held by the requests in flight (default
                            16777216); beyond, 503 with Retry-After
+  --oauth-issuer URL       be an OAuth 2.1 resource server: accept the access tokens of
+                           the authorization server URL (its issuer identifier); JWTs
+                           are verified against its key set, found through its RFC 8414
+                           or OpenID metadata. Needs --oauth-resource. A request without
+                           a valid token gets 401 with WWW-Authenticate naming the
+                           metadata document; one without the scopes, 403
+  --oauth-resource URL     this server's canonical URL (https://host/mcp): the audience
+                           tokens must carry, and the resource of the protected
+                           resource metadata document served (unauthenticated) at
+                           /.well-known/oauth-protected-resource/PATH
+  --oauth-introspect URL   verify tokens at this introspection endpoint (RFC 7662)
+                           instead of the key set, as the client $AGENTWIRE_OAUTH_CLIENT_ID
+                           with the secret $AGENTWIRE_OAUTH_CLIENT_SECRET (both required;
+                           never flags). Needs --oauth-issuer and --oauth-resource
+  --oauth-scope S          a scope every request's token needs (repeatable)
+                           The OAuth flags exclude --token, --token-file and
+                           $AGENTWIRE_TOKEN. The OAuth variables are removed from the
+                           environment of the processes started, and the bridge never
+                           passes a client's token to its server
   Only /mcp is served (404 elsewhere); bodies over 4 MiB get 413.
 
 Flags of call:
