@@ -651,3 +651,18 @@ func TestAMigratedServerGetsANewRegistration(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Credentials pre-registered with one authorization server do not make
+// the client register itself with another that a server names instead:
+// the authorization fails before any request to that server.
+func TestPreregisteredCredentialsForAnotherIssuerAreAnError(t *testing.T) {
+	as, m := setup(t, nil)
+	opts := defaultOptions()
+	opts.ClientIDMetadataURL = "https://client.example/metadata.json"
+	opts.Preregistered = map[string]authcode.Credentials{"https://elsewhere.example": {ClientID: "c", ClientSecret: "s", AuthMethod: authcode.AuthClientSecretBasic}}
+	err := connect(t, m, newAuthorizer(t, opts))
+	authz, _, regs := as.counts()
+	if !errors.Is(err, authcode.ErrNoClientIdentity) || authz != 0 || regs != 0 {
+		t.Fatalf("err = %v, authorizations %d, registrations %d; want ErrNoClientIdentity before any", err, authz, regs)
+	}
+}

@@ -53,7 +53,10 @@ type Options struct {
 	// context of the request being authorized.
 	Redirect func(ctx context.Context, authURL string) (callback *url.URL, err error)
 
-	// Preregistered are credentials by issuer, used first.
+	// Preregistered are credentials by issuer, used first. When it holds
+	// credentials, but none for the issuer a server names, the client
+	// neither uses a metadata document nor registers: the authorization
+	// fails with ErrNoClientIdentity.
 	Preregistered map[string]Credentials
 	// ClientIDMetadataURL is the https URL of the client's metadata
 	// document, used as its client_id by servers that take one.

@@ -26,6 +26,13 @@ func (a *Authorizer) identify(ctx context.Context, b *binding) error {
 		b.client = c
 		return nil
 	}
+	if len(a.opts.Preregistered) > 0 {
+		// Credentials given for other authorization servers: this client
+		// is configured for those, and a server that moved to another
+		// one is a configuration to update, not a reason to register
+		// itself somewhere new (as the specification advises).
+		return fmt.Errorf("%w: pre-registered credentials are for other authorization servers than %s", ErrNoClientIdentity, issuer)
+	}
 	if a.opts.ClientIDMetadataURL != "" && b.server.ClientIDMetadataDocumentSupported {
 		b.client = Credentials{ClientID: a.opts.ClientIDMetadataURL, AuthMethod: AuthNone}
 		return nil
