@@ -9,6 +9,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require golang.org/x/oauth2 v0.38.0 // indirect
+
 replace (
 	github.com/agentwire/agentwire => ../..
 	github.com/agentwire/agentwire/oauth => ../../oauth

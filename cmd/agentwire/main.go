@@ -160,6 +160,15 @@ Flags of call:
   --url URL                talk to a Streamable HTTP server instead (era probed over
                            HTTP; 401/403/5xx are errors, never a reason to fall back)
   --token T                with --url: the bearer token to send
+  --oauth                  with --url: get a token from the OAuth authorization server the
+                           server names (its 401), as a public client registered on the
+                           fly or --oauth-client-metadata-url U: the authorization URL is
+                           printed on stderr (and opened in a browser where there is
+                           one), and a listener on 127.0.0.1 receives the redirect.
+                           Tokens are kept, one file (0600) per authorization server and
+                           resource, in the user's config directory under agentwire/oauth
+                           (0700), and refreshed; not with --token
+  --oauth-timeout D        how long --oauth waits for you to authorize (default 5m)
   --timeout D              how long to wait for the response, once connected (default 30s;
                            the time you take to answer the server on a terminal is not
                            counted)

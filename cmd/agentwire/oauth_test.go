@@ -3,18 +3,25 @@
 package main
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,6 +81,10 @@ func TestOAuthFlagsRefused(t *testing.T) {
 type testIssuer struct {
 	URL string
 	key *ecdsa.PrivateKey
+
+	mu             sync.Mutex
+	codes          map[string]url.Values // the authorization requests, by the code issued
+	authorizations int
 }
 
 func newTestIssuer(t *testing.T) *testIssuer {
@@ -82,24 +93,60 @@ func newTestIssuer(t *testing.T) *testIssuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	is := &testIssuer{key: key}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	is := &testIssuer{key: key, codes: map[string]url.Values{}}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/.well-known/oauth-authorization-server":
 			json.NewEncoder(w).Encode(map[string]any{
 				"issuer": is.URL, "jwks_uri": is.URL + "/jwks",
 				"authorization_endpoint": is.URL + "/authorize", "token_endpoint": is.URL + "/token",
-				"code_challenge_methods_supported": []string{"S256"},
+				"registration_endpoint": is.URL + "/register", "response_types_supported": []string{"code"},
+				"code_challenge_methods_supported":               []string{"S256"},
+				"token_endpoint_auth_methods_supported":          []string{"none"},
+				"authorization_response_iss_parameter_supported": true,
 			})
+		case "/register":
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(map[string]any{"client_id": "c-1", "token_endpoint_auth_method": "none"})
+		case "/authorize":
+			// The user consents at once.
+			q := r.URL.Query()
+			code := rand.Text()
+			is.mu.Lock()
+			is.codes[code] = q
+			is.authorizations++
+			is.mu.Unlock()
+			back, err := url.Parse(q.Get("redirect_uri"))
+			if err != nil || q.Get("code_challenge_method") != "S256" || q.Get("client_id") != "c-1" {
+				http.Error(w, "bad authorization request", http.StatusBadRequest)
+				return
+			}
+			back.RawQuery = url.Values{"code": {code}, "state": {q.Get("state")}, "iss": {is.URL}}.Encode()
+			http.Redirect(w, r, back.String(), http.StatusFound)
+		case "/token":
+			r.ParseForm()
+			is.mu.Lock()
+			q, ok := is.codes[r.PostForm.Get("code")]
+			delete(is.codes, r.PostForm.Get("code"))
+			is.mu.Unlock()
+			sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+			if !ok || r.PostForm.Get("grant_type") != "authorization_code" || base64.RawURLEncoding.EncodeToString(sum[:]) != q.Get("code_challenge") ||
+				r.PostForm.Get("resource") != q.Get("resource") || r.PostForm.Get("redirect_uri") != q.Get("redirect_uri") {
+				w.WriteHeader(http.StatusBadRequest)
+				json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant"})
+				return
+			}
+			json.NewEncoder(w).Encode(map[string]any{"access_token": is.token(t, q.Get("resource"), q.Get("scope")), "token_type": "Bearer", "expires_in": 3600})
 		case "/jwks":
 			json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
 		default:
 			http.NotFound(w, r)
 		}
 	}))
+	is.URL = "http://" + srv.Listener.Addr().String()
+	srv.Start()
 	t.Cleanup(srv.Close)
-	is.URL = srv.URL
 	return is
 }
 
@@ -223,6 +270,109 @@ func TestBridgeOAuthNoTokenPassthrough(t *testing.T) {
 		}
 		if strings.Contains(string(env), secret) {
 			t.Errorf("the stdio server's environment has %q", secret)
+		}
+	}
+}
+
+// call --url --oauth against a protected serve mcp --http: the 401 leads
+// to the issuer's metadata, a registration, the authorization URL on
+// stderr (here "opened" by the test, whose authorization server consents at
+// once and redirects to call's loopback listener), the token, and the
+// call; the token is kept in the user's config directory (0700, 0600), and
+// a second call uses it without authorizing again.
+func TestCallOAuth(t *testing.T) {
+	is := newTestIssuer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	res := "http://" + addr + "/mcp"
+	url, _ := startServeHTTP(t, addr, "--oauth-issuer", is.URL, "--oauth-resource", res)
+	home := t.TempDir()
+	env := append(envWithout("XDG_CONFIG_HOME", "HOME"), "XDG_CONFIG_HOME="+home, "HOME="+home)
+	args := []string{"call", "--url", url, "--oauth", "--oauth-timeout", "20s", "--tool", "echo", "--args", `{"text":"hi"}`}
+
+	cmd := exec.Command(binary, args...)
+	cmd.Env = env
+	var out strings.Builder
+	cmd.Stdout = &out
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(stderr)
+	var authURL string
+	for authURL == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			cmd.Wait()
+			t.Fatalf("no authorization URL on stderr: %v", err)
+		}
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, is.URL+"/authorize?") {
+			authURL = l
+		}
+	}
+	go io.Copy(io.Discard, br)
+	resp, err := http.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Request.URL.String(), "http://127.0.0.1:") {
+		t.Errorf("the redirect to call's listener: %d at %s: %s", resp.StatusCode, resp.Request.URL, page)
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), `"text":"hi"`) {
+		t.Fatalf("call --oauth: %v %s", err, out.String())
+	}
+
+	config := home
+	if runtime.GOOS == "darwin" {
+		config = filepath.Join(home, "Library", "Application Support")
+	}
+	dir := filepath.Join(config, "agentwire", "oauth")
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the token store: %v %v", fi, err)
+	}
+	files, _ := os.ReadDir(dir)
+	if len(files) != 1 {
+		t.Fatalf("the token store has %d files, want 1", len(files))
+	}
+	if fi, _ := files[0].Info(); fi.Mode().Perm() != 0o600 || !strings.HasSuffix(fi.Name(), ".json") {
+		t.Errorf("the token file: %v", fi.Mode())
+	}
+
+	again := exec.Command(binary, args...)
+	again.Env = env
+	b, err := again.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), `"text":"hi"`) || strings.Contains(string(b), "/authorize") {
+		t.Errorf("a second call --oauth: %v %s", err, b)
+	}
+	is.mu.Lock()
+	n := is.authorizations
+	is.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d authorizations, want 1", n)
+	}
+}
+
+// The client's OAuth flags go with --url, and not with --token.
+func TestCallOAuthFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"call", "--oauth", "--", binary, "serve", "mcp"}, "go with --url"},
+		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--token", "t"}, "exclude each other"},
+		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth-timeout", "1s"}, "go with --oauth"},
+		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--oauth-timeout", "0s"}, "must be positive"},
+	} {
+		cmd := exec.Command(binary, tc.args...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("agentwire %q: %v, want exit 2 saying %q; got %s", tc.args, err, tc.want, out)
 		}
 	}
 }
