@@ -147,9 +147,25 @@ func AuthorizationServerURLs(issuer string) ([]string, error) {
 	}, nil
 }
 
-// AuthorizationServer fetches the metadata of issuer, checks that it names
-// issuer exactly and that it advertises PKCE with S256.
+// AuthorizationServer fetches the metadata of issuer, for the
+// authorization code flow: it checks that it names issuer exactly
+// (ServerMetadataOf) and that it advertises PKCE with S256.
 func AuthorizationServer(ctx context.Context, c *http.Client, issuer string) (*ServerMetadata, error) {
+	md, err := ServerMetadataOf(ctx, c, issuer)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(md.CodeChallengeMethodsSupported, "S256") {
+		return nil, fmt.Errorf("%w (%s)", ErrNoPKCE, issuer)
+	}
+	return md, nil
+}
+
+// ServerMetadataOf fetches the metadata of issuer and checks that it names
+// issuer exactly and that its endpoints may be fetched, without asking for
+// PKCE: for the grants that have no authorization request (client
+// credentials, JWT bearer), where PKCE does not apply.
+func ServerMetadataOf(ctx context.Context, c *http.Client, issuer string) (*ServerMetadata, error) {
 	urls, err := AuthorizationServerURLs(issuer)
 	if err != nil {
 		return nil, err
@@ -161,9 +177,6 @@ func AuthorizationServer(ctx context.Context, c *http.Client, issuer string) (*S
 	}
 	if md.Issuer != issuer {
 		return nil, fmt.Errorf("%w: %s says %q, looked up for %q", ErrIssuerMismatch, found, md.Issuer, issuer)
-	}
-	if !slices.Contains(md.CodeChallengeMethodsSupported, "S256") {
-		return nil, fmt.Errorf("%w (%s)", ErrNoPKCE, issuer)
 	}
 	for _, e := range []string{md.AuthorizationEndpoint, md.TokenEndpoint, md.RegistrationEndpoint} {
 		if e == "" {

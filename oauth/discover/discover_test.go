@@ -185,6 +185,23 @@ func TestAnAuthorizationServerWithoutPKCEIsRefused(t *testing.T) {
 	}
 }
 
+// Grants without an authorization request do not ask for PKCE; the
+// issuer is checked all the same.
+func TestServerMetadataForGrantsWithoutPKCE(t *testing.T) {
+	d := newDocServer(t)
+	md := asMetadata(d.URL)
+	delete(md, "code_challenge_methods_supported")
+	d.docs["/.well-known/oauth-authorization-server"] = md
+	got, err := discover.ServerMetadataOf(context.Background(), nil, d.URL)
+	if err != nil || got.TokenEndpoint != d.URL+"/token" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	d.docs["/.well-known/oauth-authorization-server"] = asMetadata("https://attacker.example.com")
+	if _, err := discover.ServerMetadataOf(context.Background(), nil, d.URL); !errors.Is(err, discover.ErrIssuerMismatch) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestAServerErrorEndsTheSearchAndARedirectIsNotFollowed(t *testing.T) {
 	d := newDocServer(t)
 	d.docs["/.well-known/oauth-authorization-server"] = http.StatusBadGateway

@@ -18,8 +18,11 @@
 // an issuer with a path and without one; a 4xx moves on to the next URL,
 // anything else fails. The document's issuer must be exactly the issuer
 // it was looked up for (no normalization of any kind), and it must
-// advertise PKCE with S256: a server that does not is refused, since the
-// specification requires PKCE and the client cannot verify it otherwise.
+// advertise PKCE with S256 (AuthorizationServer, for the authorization code
+// flow): a server that does not is refused, since the specification
+// requires PKCE and the client cannot verify it otherwise. Grants without
+// an authorization request (client credentials, JWT bearer) look the
+// metadata up with ServerMetadataOf, which does not ask for PKCE.
 //
 // # Safety
 //

@@ -93,7 +93,9 @@ func (as *fakeAS) metadata(w http.ResponseWriter, r *http.Request) {
 		"token_endpoint":                        as.URL + "/token",
 		"grant_types_supported":                 []string{as.cfg.grant},
 		"token_endpoint_auth_methods_supported": []string{as.cfg.authMethod},
-		"code_challenge_methods_supported":      []string{"S256"},
+		// No code_challenge_methods_supported: PKCE belongs to the
+		// authorization code flow, which these grants do not use (a
+		// machine client once refused such a server).
 	}
 	if as.cfg.authMethod == "private_key_jwt" {
 		md["token_endpoint_auth_signing_alg_values_supported"] = []string{"ES256"}

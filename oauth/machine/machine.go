@@ -322,7 +322,7 @@ func (a *Authorizer) rebind(ctx context.Context, serverURL string, ch discover.C
 // checks it allows the configured grant and authentication.
 func (a *Authorizer) bind(ctx context.Context, prm *auth.ProtectedResourceMetadata, ch discover.Challenge) (*binding, error) {
 	issuer := prm.AuthorizationServers[0]
-	md, err := discover.AuthorizationServer(ctx, a.opts.HTTPClient, issuer)
+	md, err := discover.ServerMetadataOf(ctx, a.opts.HTTPClient, issuer)
 	if err != nil {
 		return nil, err
 	}
