@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/oauth/discover"
+	"github.com/agentwire/agentwire/oauth/dpop"
 )
 
 // Auth methods of the token endpoint (RFC 7591 §2) the Authorizer
@@ -68,6 +69,14 @@ type Options struct {
 	// RequestRefreshToken asks for offline_access where the
 	// authorization server lists it.
 	RequestRefreshToken bool
+	// DPoP, when set, asks for tokens bound to this key (RFC 9449): the
+	// authorization request carries its dpop_jkt, every token request a
+	// proof, and a token the server bound (token_type DPoP) is sent as
+	// "Authorization: DPoP TOKEN" with a fresh proof on every request.
+	// Nil (the default) sends no proof: an authorization server that
+	// sees one may bind the token, and a resource server that does not
+	// speak DPoP then refuses it.
+	DPoP *dpop.Key
 	// Store keeps tokens. Nil means a MemoryStore of the Authorizer's own.
 	Store TokenStore
 	// HTTPClient makes discovery, registration and token requests. Nil
@@ -141,15 +150,17 @@ func New(opts Options) (*Authorizer, error) {
 	return a, nil
 }
 
-// Authorize sets req's Authorization header to the current token, having
-// refreshed it if it expired. Before the first 401 there is none: the
-// server's refusal says where to get one.
+// Authorize sets req's Authorization header to the current token (and
+// its DPoP header to a proof, for a DPoP-bound token), having refreshed it
+// if it expired. Before the first 401 there is none: the server's refusal
+// says where to get one.
 func (a *Authorizer) Authorize(req *http.Request) error {
 	a.mu.Lock()
 	t, b := a.token, a.bound
 	a.mu.Unlock()
 	if t == nil {
 		req.Header.Del("Authorization")
+		req.Header.Del("DPoP")
 		return nil
 	}
 	if !t.valid(a.now()) && t.RefreshToken != "" {
@@ -163,25 +174,55 @@ func (a *Authorizer) Authorize(req *http.Request) error {
 		})
 		if err != nil {
 			// The expired token is sent: the server's 401 starts over.
-			req.Header.Set("Authorization", "Bearer "+t.AccessToken)
-			return nil
+			return a.present(req, t)
 		}
 		a.mu.Lock()
 		t = a.token
 		a.mu.Unlock()
 	}
+	return a.present(req, t)
+}
+
+// present sets req's credentials to t: "DPoP TOKEN" and a proof for a
+// token bound to Options.DPoP, else "Bearer TOKEN".
+func (a *Authorizer) present(req *http.Request, t *Token) error {
+	if a.opts.DPoP != nil && strings.EqualFold(t.TokenType, "DPoP") {
+		req.Header.Set("Authorization", "DPoP "+t.AccessToken)
+		return a.opts.DPoP.Sign(req, t.AccessToken)
+	}
+	req.Header.Del("DPoP")
 	req.Header.Set("Authorization", "Bearer "+t.AccessToken)
 	return nil
 }
 
+// sentToken is the access token of req's Authorization header, Bearer or
+// DPoP.
+func sentToken(req *http.Request) string {
+	scheme, tok, ok := strings.Cut(req.Header.Get("Authorization"), " ")
+	if !ok || (!strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "DPoP")) {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
 // Refused handles a 401 (a new token: from the store, by refresh, or by
 // authorization) or a 403 insufficient_scope (a step-up); it returns true
-// when the request should be sent again.
+// when the request should be sent again. With Options.DPoP, a 401 whose
+// DPoP challenge says error="use_dpop_nonce" is no refusal of the token:
+// the request is sent again with a proof carrying the server's nonce.
 func (a *Authorizer) Refused(ctx context.Context, req *http.Request, resp *http.Response) (bool, error) {
-	sent := strings.TrimSpace(strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer "))
+	if a.opts.DPoP != nil && dpop.IsNonceChallenge(resp) {
+		return a.opts.DPoP.Observe(resp), nil
+	}
+	sent := sentToken(req)
+	// The challenge of the scheme the server asks for: Bearer, else DPoP
+	// (a server that takes DPoP-bound tokens only).
 	var challenge discover.Challenge
 	if cs, err := discover.ParseChallenges(resp.Header.Values("WWW-Authenticate")); err == nil {
-		challenge, _ = discover.Find(cs, "Bearer")
+		var ok bool
+		if challenge, ok = discover.Find(cs, "Bearer"); !ok {
+			challenge, _ = discover.Find(cs, "DPoP")
+		}
 	}
 	server := *req.URL
 	server.RawQuery, server.Fragment = "", ""

@@ -5,7 +5,8 @@
 //
 // # The flow
 //
-// On a 401, the Authorizer reads the server's Bearer challenge, discovers
+// On a 401, the Authorizer reads the server's Bearer challenge (else its
+// DPoP one), discovers
 // its protected resource metadata (the challenge's resource_metadata, else
 // the well-known URLs) and the metadata of the first authorization server
 // it names (package discover: issuer checked exactly, PKCE with S256
@@ -37,6 +38,19 @@
 // fails with its 403. As the transport sends a request at most
 // streamable.MaxAuthAttempts (3) times, one request causes at most two
 // step-ups, three authorizations in all.
+//
+// # DPoP
+//
+// With Options.DPoP (off by default), tokens are bound to that key (RFC
+// 9449, package dpop): the authorization request carries the key's
+// dpop_jkt, every token request (the code exchange, each refresh) a
+// proof, sent once more with the server's nonce when it answers 400
+// use_dpop_nonce. A token the server bound (token_type DPoP) is sent as
+// "Authorization: DPoP TOKEN" with a fresh proof on every request (its
+// ath the token's hash); any other is sent as a bearer token. A 401 whose
+// DPoP challenge says error="use_dpop_nonce" is not a refusal of the
+// token: the request is sent again, its proof carrying the DPoP-Nonce the
+// server sent.
 //
 // # What is cached
 //

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/agentwire/agentwire/oauth/dpop"
 )
 
 // identify sets b.client: the client's identity at b's authorization
@@ -219,7 +221,12 @@ func (a *Authorizer) authorize(ctx context.Context, b *binding, scopes []string)
 	}
 	verifier := oauth2.GenerateVerifier()
 	state := randomState()
-	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", b.key.Resource))
+	params := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", b.key.Resource)}
+	if a.opts.DPoP != nil {
+		// The key the code is bound to (RFC 9449 §10).
+		params = append(params, oauth2.SetAuthURLParam("dpop_jkt", a.opts.DPoP.Thumbprint()))
+	}
+	authURL := cfg.AuthCodeURL(state, params...)
 	callback, err := a.opts.Redirect(ctx, authURL)
 	if err != nil {
 		return nil, fmt.Errorf("authcode: the authorization step: %w", err)
@@ -322,14 +329,19 @@ func (a *Authorizer) fromOAuth2(t *oauth2.Token, scopes []string) *Token {
 
 // tokenContext carries the HTTP client of b's token requests: the
 // Authorizer's, adding resource to refresh requests (x/oauth2 sends only
-// grant_type and refresh_token).
+// grant_type and refresh_token) and, with Options.DPoP, a proof to every
+// request (sent once more with the server's nonce when it demands one).
 func (a *Authorizer) tokenContext(ctx context.Context, b *binding) context.Context {
 	base := a.opts.HTTPClient
 	rt := base.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	c := &http.Client{Transport: &refreshResource{base: rt, resource: b.key.Resource}, Timeout: base.Timeout, CheckRedirect: base.CheckRedirect, Jar: base.Jar}
+	rt = &refreshResource{base: rt, resource: b.key.Resource}
+	if a.opts.DPoP != nil {
+		rt = &dpop.Transport{Key: a.opts.DPoP, Base: rt}
+	}
+	c := &http.Client{Transport: rt, Timeout: base.Timeout, CheckRedirect: base.CheckRedirect, Jar: base.Jar}
 	return context.WithValue(ctx, oauth2.HTTPClient, c)
 }
 
