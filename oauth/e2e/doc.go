@@ -29,6 +29,19 @@
 //     credentials of a confidential client of the provider, is accepted,
 //     and refused with 401 once revoked at the revocation endpoint.
 //
+// A second test hands the server's URL to a client built on the
+// TypeScript SDK (@modelcontextprotocol/client, interop/oidc/ts-client.mjs)
+// that authenticates with the SDK's own OAuth support: from the server's
+// 401 it reads the protected resource metadata and the provider's
+// metadata, authorizes the pre-registered native client with PKCE and
+// the resource (the script, as the user agent, follows the provider's
+// redirects with a cookie jar up to the loopback redirect URI and gives
+// the callback to the transport's finishAuth), redeems the code, and
+// calls the tool that names the verified token's subject, client and
+// scopes. The server's side is checked too: its first request had no
+// token and was answered 401 (Handler.Stats), the later ones carried the
+// token.
+//
 // # What it needs
 //
 // oidc-provider is pinned in interop/package.json and runs on the Node 22

@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,10 +179,68 @@ func TestProtectedServerAgainstOIDCProvider(t *testing.T) {
 // mcpServer is an MCP server on httptest, protected once protect has
 // been called.
 type mcpServer struct {
-	Endpoint string // where clients connect
-	Resource string // its canonical URL, here the same
+	Endpoint string              // where clients connect
+	Resource string              // its canonical URL, here the same
+	Handler  *streamable.Handler // once protected
 	mux      *http.ServeMux
+
+	mu       sync.Mutex
+	requests []served
 }
+
+// served is a request the server answered.
+type served struct {
+	Method, Path string
+	Bearer       bool // it carried a bearer token
+	Status       int
+}
+
+func (r served) String() string {
+	b := ""
+	if r.Bearer {
+		b = " (bearer)"
+	}
+	return fmt.Sprintf("%s %s%s %d", r.Method, r.Path, b, r.Status)
+}
+
+// Requests returns the requests served so far, in order.
+func (s *mcpServer) Requests() []served {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// record notes each request h answers, and its status.
+func (s *mcpServer) record(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		s.mu.Lock()
+		s.requests = append(s.requests, served{r.Method, r.URL.Path, strings.HasPrefix(strings.ToLower(r.Header.Get("Authorization")), "bearer "), sw.status})
+		s.mu.Unlock()
+	})
+}
+
+// statusWriter keeps the status written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func newMCPServer(t *testing.T) *mcpServer {
 	mux := http.NewServeMux()
@@ -216,7 +276,8 @@ func (s *mcpServer) protect(t *testing.T, v auth.Verifier, issuer string) {
 		defer cancel()
 		h.Shutdown(ctx)
 	})
-	s.mux.Handle("/", h)
+	s.Handler = h
+	s.mux.Handle("/", s.record(h))
 }
 
 // connect opens a session with token; it is closed when t ends.
