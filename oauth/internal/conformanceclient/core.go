@@ -1,13 +1,3 @@
-// Command conformanceclient runs the client scenarios of the official MCP
-// conformance suite with agentwire's MCP client over Streamable HTTP:
-//
-//	conformance client --command "conformanceclient" --scenario tools_call
-//
-// The suite passes the scenario server's URL as the last argument, the
-// scenario in MCP_CONFORMANCE_SCENARIO, the protocol version (the alpha)
-// in MCP_CONFORMANCE_PROTOCOL_VERSION and scenario data in
-// MCP_CONFORMANCE_CONTEXT. Each scenario is the ordinary use of the client
-// API a host would make; nothing here works around the client.
 package main
 
 import (
@@ -16,43 +6,19 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/mcp/host"
 	"github.com/agentwire/agentwire/mcp/streamable"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "conformanceclient:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	if len(os.Args) < 2 {
-		return fmt.Errorf("usage: conformanceclient URL")
-	}
-	url := os.Args[len(os.Args)-1]
-	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
-	version := os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION")
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
-
-	opts := &host.Options{
-		Info:         mcp.Implementation{Name: "agentwire-conformance-client", Version: "1.0.0"},
-		Capabilities: map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}, "roots": map[string]any{"listChanged": true}},
-		OnInput:      answer,
-		Eras:         mcp.LegacyOnly,
-	}
-	switch {
-	case mcp.IsModern(version):
-		opts.Eras = mcp.ModernOnly
-	case version != "":
-		opts.LegacyVersion = version
-	}
-	sess, err := streamable.Connect(ctx, url, opts, nil)
+// runCore runs a scenario other than the OAuth ones: connect with the
+// capabilities the scenarios ask about, list the tools, then what the
+// scenario tests.
+func runCore(ctx context.Context, serverURL, scenario string, opts *host.Options) error {
+	opts.Capabilities = map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}, "roots": map[string]any{"listChanged": true}}
+	opts.OnInput = answer
+	sess, err := streamable.Connect(ctx, serverURL, opts, nil)
 	if err != nil {
 		return err
 	}
