@@ -42,6 +42,20 @@
 // token and was answered 401 (Handler.Stats), the later ones carried the
 // token.
 //
+// A third does the same with agentwire's own client: oauth/authcode's
+// Authorizer, given the pre-registered native client, a user agent (the
+// test's, following the provider's redirects with a cookie jar) and a
+// clock of the test's, as the Authorizer of streamable.Connect with no
+// token. Its first request is refused with 401 and it authorizes once, by
+// itself, for the server's resource; tools/list and the open tool work,
+// the tool seeing the token's identity; the write tool's 403 makes it
+// authorize again for mcp:read and mcp:write, and the call succeeds; with
+// its clock moved past the token's expiry, the next call refreshes the
+// token at the provider (a refresh_token grant with the resource, no new
+// authorization) and succeeds. The test counts the authorizations at the
+// user agent and the grants at the token endpoint, and checks the
+// server's 401 and 403 counts.
+//
 // # What it needs
 //
 // oidc-provider is pinned in interop/package.json and runs on the Node 22
