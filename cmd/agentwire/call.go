@@ -61,9 +61,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	connect := fs.String("connect", "", "talk to a server listening on unix:PATH or tcp:HOST:PORT instead of starting one")
 	url := fs.String("url", "", "talk to a Streamable HTTP server at this URL instead of starting one")
 	token := fs.String("token", "", "the bearer token to send with --url")
-	useOAuth := fs.Bool("oauth", false, "with --url: obtain a token from the server's OAuth authorization server, asking you to authorize in a browser (the URL is printed on stderr); tokens are kept in the user's config directory")
-	oauthTimeout := fs.Duration("oauth-timeout", DefaultOAuthTimeout, "with --oauth: how long to wait for you to authorize")
-	oauthCIMD := fs.String("oauth-client-metadata-url", "", "with --oauth: the https URL of a client ID metadata document to use as the client_id where the authorization server takes one")
+	oauth := addClientOAuthFlags(fs)
 	if code, done := parseFlags(fs, args, callSynopsis, stdout, stderr); done {
 		return code
 	}
@@ -93,17 +91,8 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	if *token != "" && *url == "" {
 		return bad("--token goes with --url")
 	}
-	if (*useOAuth || set["oauth-timeout"] || set["oauth-client-metadata-url"]) && *url == "" {
-		return bad("--oauth, --oauth-timeout and --oauth-client-metadata-url go with --url")
-	}
-	if !*useOAuth && (set["oauth-timeout"] || set["oauth-client-metadata-url"]) {
-		return bad("--oauth-timeout and --oauth-client-metadata-url go with --oauth")
-	}
-	if *useOAuth && set["token"] {
-		return bad("--token and --oauth exclude each other")
-	}
-	if *oauthTimeout <= 0 {
-		return bad("--oauth-timeout must be positive")
+	if err := oauth.validate(set, *url); err != nil {
+		return bad("%v", err)
 	}
 	var p any
 	if *params != "" {
@@ -230,23 +219,19 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		if *url != "" {
 			co := &streamable.ClientOptions{Token: *token}
-			if *useOAuth {
-				oc, err := newOAuthClient(stderr, *oauthCIMD)
-				if err != nil {
-					fmt.Fprintln(stderr, "agentwire call: --oauth:", err)
-					return exitTransport
-				}
-				defer oc.close()
-				actx, acancel := context.WithTimeout(intr.ctx, *oauthTimeout)
-				err = oc.authorize(actx, *url)
-				acancel()
+			if *oauth.use {
+				oc, err := oauth.start(intr.ctx, "call", stderr, *url)
 				if _, ok := interruptedBy(intr.ctx); ok {
+					if oc != nil {
+						oc.close()
+					}
 					return interrupted()
 				}
 				if err != nil {
 					fmt.Fprintln(stderr, "agentwire call: --oauth:", err)
 					return exitTransport
 				}
+				defer oc.close()
 				co = &streamable.ClientOptions{Authorizer: oc.authorizer}
 			}
 			start = func(ctx context.Context, _ process.Command, o *host.Options) (*host.Session, error) {

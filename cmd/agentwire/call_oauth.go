@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,30 +17,141 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/oauth/authcode"
+	"github.com/agentwire/agentwire/oauth/resource"
 )
 
-// DefaultOAuthTimeout is how long call --oauth waits for the user to
-// authorize.
+// DefaultOAuthTimeout is how long call --oauth and check --oauth wait for
+// the user to authorize.
 const DefaultOAuthTimeout = 5 * time.Minute
 
-// oauthClient is call --url --oauth: an authcode.Authorizer whose user
+// clientOAuthFlags are the OAuth client flags of call and check, which
+// go with --url.
+type clientOAuthFlags struct {
+	use         *bool
+	timeout     *time.Duration
+	metadataURL *string
+	clientID    *string
+	issuer      *string
+	clientAuth  *string
+	secret      string // of the pre-registered client, from $OAuthClientSecretEnv
+}
+
+// clientOAuthFlagNames are the flags of clientOAuthFlags but --oauth.
+var clientOAuthFlagNames = []string{"oauth-timeout", "oauth-client-metadata-url", "oauth-client-id", "oauth-issuer", "oauth-client-auth"}
+
+func addClientOAuthFlags(fs *flag.FlagSet) *clientOAuthFlags {
+	return &clientOAuthFlags{
+		use:         fs.Bool("oauth", false, "with --url: obtain a token from the server's OAuth authorization server, asking you to authorize in a browser (the URL is printed on stderr); tokens are kept in the user's config directory"),
+		timeout:     fs.Duration("oauth-timeout", DefaultOAuthTimeout, "with --oauth: how long to wait for you to authorize"),
+		metadataURL: fs.String("oauth-client-metadata-url", "", "with --oauth: the https URL of a client ID metadata document to use as the client_id where the authorization server takes one"),
+		clientID:    fs.String("oauth-client-id", "", "with --oauth and --oauth-issuer: a client ID registered beforehand at that authorization server (its secret, if any, in $"+OAuthClientSecretEnv+")"),
+		issuer:      fs.String("oauth-issuer", "", "with --oauth-client-id: the issuer identifier of the authorization server the client ID is registered at; the credentials are sent to no other"),
+		clientAuth:  fs.String("oauth-client-auth", "", "with --oauth-client-id: client_secret_basic, client_secret_post or none (default client_secret_basic with a secret, none without)"),
+	}
+}
+
+// validate checks the flags against each other and --url and --token
+// (set says which are on the command line), and takes the pre-registered
+// client's secret from the environment. With --url the variable is
+// removed from the environment, read or not, so that nothing started (a
+// browser) inherits it.
+func (f *clientOAuthFlags) validate(set map[string]bool, url string) error {
+	var secret string
+	if url != "" { // else a server is started, whose environment it is
+		secret = os.Getenv(OAuthClientSecretEnv)
+		os.Unsetenv(OAuthClientSecretEnv)
+	}
+	given := false
+	for _, name := range clientOAuthFlagNames {
+		given = given || set[name]
+	}
+	switch {
+	case (*f.use || given) && url == "":
+		return errors.New("--oauth and the --oauth-* flags go with --url")
+	case !*f.use && given:
+		return errors.New("--oauth-timeout, --oauth-client-metadata-url, --oauth-client-id, --oauth-issuer and --oauth-client-auth go with --oauth")
+	case *f.use && set["token"]:
+		return errors.New("--token and --oauth exclude each other")
+	case *f.timeout <= 0:
+		return errors.New("--oauth-timeout must be positive")
+	case set["oauth-client-id"] && *f.clientID == "":
+		return errors.New("--oauth-client-id is empty")
+	case *f.clientID != "" && *f.issuer == "":
+		return errors.New("--oauth-client-id needs --oauth-issuer: the authorization server the client is registered at, the only one its credentials are sent to")
+	case *f.clientID == "" && (set["oauth-issuer"] || set["oauth-client-auth"]):
+		return errors.New("--oauth-issuer and --oauth-client-auth go with --oauth-client-id")
+	}
+	if *f.clientID == "" {
+		return nil
+	}
+	if _, err := resource.MetadataURLs(*f.issuer); err != nil {
+		return fmt.Errorf("--oauth-issuer %q: %v", *f.issuer, err)
+	}
+	switch *f.clientAuth {
+	case "", authcode.AuthNone:
+		if *f.clientAuth == authcode.AuthNone && secret != "" {
+			return fmt.Errorf("--oauth-client-auth none sends no secret, but $%s holds one: unset it, or choose client_secret_basic or client_secret_post", OAuthClientSecretEnv)
+		}
+	case authcode.AuthClientSecretBasic, authcode.AuthClientSecretPost:
+		if secret == "" {
+			return fmt.Errorf("--oauth-client-auth %s needs the client's secret in $%s (never on the command line)", *f.clientAuth, OAuthClientSecretEnv)
+		}
+	default:
+		return fmt.Errorf("bad --oauth-client-auth %q (client_secret_basic, client_secret_post or none)", *f.clientAuth)
+	}
+	f.secret = secret
+	return nil
+}
+
+// start makes the OAuth client and has it authorize its requests to
+// serverURL (see oauthClient.authorize) within --oauth-timeout. The
+// caller closes the client once done with the server.
+func (f *clientOAuthFlags) start(ctx context.Context, command string, stderr io.Writer, serverURL string) (*oauthClient, error) {
+	opts := authcode.Options{
+		ClientIDMetadataURL: *f.metadataURL,
+		Registration:        &authcode.Registration{ClientName: "agentwire"},
+	}
+	if *f.clientID != "" {
+		opts.Preregistered = map[string]authcode.Credentials{
+			*f.issuer: {ClientID: *f.clientID, ClientSecret: f.secret, AuthMethod: *f.clientAuth},
+		}
+	}
+	oc, err := newOAuthClient(stderr, command, opts)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, *f.timeout)
+	defer cancel()
+	if err := oc.authorize(actx, serverURL); err != nil {
+		oc.close()
+		return nil, err
+	}
+	return oc, nil
+}
+
+// oauthClient is call or check --url --oauth: an authcode.Authorizer whose user
 // agent is the user, sent to the authorization URL (printed on stderr, and
 // opened in a browser where one is at hand), and a loopback listener on
 // 127.0.0.1 that receives the redirect (RFC 8252 §7.3). Tokens are kept
 // in a fileTokenStore.
 type oauthClient struct {
 	authorizer *authcode.Authorizer
+	command    string // for the messages
 	stderr     io.Writer
 	ln         net.Listener
 	srv        *http.Server
 	callbacks  chan *url.URL
+	prompts    atomic.Int32 // how many times the user was sent to authorize
 }
 
-func newOAuthClient(stderr io.Writer, clientMetadataURL string) (*oauthClient, error) {
+// newOAuthClient makes the client of opts, with the user agent, the
+// redirect URL and the store set here.
+func newOAuthClient(stderr io.Writer, command string, opts authcode.Options) (*oauthClient, error) {
 	store, err := newFileTokenStore()
 	if err != nil {
 		return nil, err
@@ -49,7 +161,7 @@ func newOAuthClient(stderr io.Writer, clientMetadataURL string) (*oauthClient, e
 		return nil, fmt.Errorf("the redirect listener: %v", err)
 	}
 	redirect := "http://" + ln.Addr().String() + "/callback"
-	oc := &oauthClient{stderr: stderr, ln: ln, callbacks: make(chan *url.URL, 1)}
+	oc := &oauthClient{command: command, stderr: stderr, ln: ln, callbacks: make(chan *url.URL, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /callback", func(w http.ResponseWriter, r *http.Request) {
 		u, _ := url.Parse(redirect)
@@ -63,14 +175,8 @@ func newOAuthClient(stderr io.Writer, clientMetadataURL string) (*oauthClient, e
 	})
 	oc.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go oc.srv.Serve(ln)
-	oc.authorizer, err = authcode.New(authcode.Options{
-		RedirectURL:         redirect,
-		Redirect:            oc.redirect,
-		ClientIDMetadataURL: clientMetadataURL,
-		Registration:        &authcode.Registration{ClientName: "agentwire"},
-		RequestRefreshToken: true,
-		Store:               store,
-	})
+	opts.RedirectURL, opts.Redirect, opts.RequestRefreshToken, opts.Store = redirect, oc.redirect, true, store
+	oc.authorizer, err = authcode.New(opts)
 	if err != nil {
 		oc.close()
 		return nil, err
@@ -87,7 +193,8 @@ func (oc *oauthClient) redirect(ctx context.Context, authURL string) (*url.URL, 
 	case <-oc.callbacks:
 	default:
 	}
-	fmt.Fprintf(oc.stderr, "agentwire call: to authorize, open this URL in a browser:\n  %s\n", authURL)
+	oc.prompts.Add(1)
+	fmt.Fprintf(oc.stderr, "agentwire %s: to authorize, open this URL in a browser:\n  %s\n", oc.command, authURL)
 	if isTerminal(os.Stderr) {
 		openBrowser(authURL)
 	}

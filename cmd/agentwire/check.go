@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/mcp/host"
+	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/process"
 )
 
@@ -82,6 +83,10 @@ type checkOptions struct {
 	callTools      callToolsMode
 	skipTools      map[string]bool
 	token          string
+	// With --oauth: what gives the requests their token, and the
+	// authorization row (a failure when there is no token).
+	auth    streamable.Authorizer
+	authRow *checkResult
 }
 
 const checkHelp = `usage: agentwire check [flags] -- CMD [ARGS...]
@@ -120,6 +125,15 @@ Origin (a foreign one must get 403), cancellation by disconnect (with
 answering after a probe is blamed once ("server health") and the probes
 after it are not run.
 
+A server behind OAuth takes --token T, or --oauth: a token obtained as
+agentwire call --oauth obtains one (the authorization URL on stderr, a
+loopback listener for the redirect, tokens kept in the user's config
+directory), before the run's --timeout starts; an "authorization" row
+comes first, and when no token was obtained it fails and nothing else
+runs. --oauth-client-id ID with --oauth-issuer URL is a client registered
+beforehand at that authorization server (its secret, if any, in
+$AGENTWIRE_OAUTH_CLIENT_SECRET; --oauth-client-auth how it is sent).
+
 Flags:
 `
 
@@ -145,6 +159,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	skip := fs.String("skip-tools", "", "with --call-tools: comma-separated tools never to call")
 	url := fs.String("url", "", "check a Streamable HTTP server at this URL instead of starting a command")
 	fs.StringVar(&o.token, "token", "", "with --url: the bearer token to send")
+	oauth := addClientOAuthFlags(fs)
 	fs.Usage = func() {} // the error is printed by fs, the help below
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -173,6 +188,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	case o.token != "" && *url == "":
 		fmt.Fprintln(stderr, "agentwire check: --token goes with --url")
 		return 2
+	}
+	if err := oauth.validate(set, *url); err != nil {
+		fmt.Fprintln(stderr, "agentwire check:", err)
+		return 2
+	}
+	switch {
 	case *url != "" && (o.callTools != callNone || *skip != ""):
 		fmt.Fprintln(stderr, "agentwire check: --call-tools and --skip-tools are for a server command (stdio), not --url")
 		return 2
@@ -195,9 +216,33 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if o.callTools == callAll {
 		fmt.Fprintln(stderr, "agentwire check: warning: --call-tools=all calls tools that are not marked read-only; they may write, move or delete data, or reach the network")
 	}
-	start := time.Now()
 	intr := watchInterrupts() // a signal ends the battery; the server is stopped, the report written
 	defer intr.stop()
+	if *oauth.use {
+		// Before the run's --timeout: the user may take a while.
+		oc, err := oauth.start(intr.ctx, "check", stderr, *url)
+		if _, ok := interruptedBy(intr.ctx); ok {
+			if oc != nil {
+				oc.close()
+			}
+			fmt.Fprintf(stderr, "agentwire check: interrupted by %s\n", signalName(intr.signal()))
+			return intr.code()
+		}
+		o.authRow = &checkResult{"authorization", pass, "", ruleOAuth}
+		switch {
+		case err != nil:
+			o.authRow.Result, o.authRow.Evidence = fail, "--oauth: "+err.Error()
+		case oc.prompts.Load() > 0:
+			o.authRow.Evidence = "a token obtained after authorizing in a browser (now stored)"
+		default:
+			o.authRow.Evidence = "the stored token (or its refresh): no authorization asked for"
+		}
+		if oc != nil {
+			defer oc.close()
+			o.auth = oc.authorizer
+		}
+	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(intr.ctx, *timeout)
 	defer cancel()
 	o.timeout = *timeout

@@ -26,6 +26,7 @@ const (
 	ruleOrigin     = "MCP Streamable HTTP: servers MUST validate Origin (DNS rebinding); 403 for one not allowed"
 	ruleDisconnect = "MCP Streamable HTTP: closing the response stream cancels the request; the server keeps serving"
 	ruleListen     = "MCP 2026-07-28: subscriptions/listen is acknowledged, then carries the server's notifications"
+	ruleOAuth      = "MCP authorization: the 401 names the protected resource metadata, which names the authorization server; PKCE S256, resource and iss (docs/auth.md)"
 )
 
 // foreignOrigin is an origin no server allows.
@@ -83,7 +84,11 @@ func (p *httpProber) do(method string, body []byte, header map[string]string) ra
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if p.c.opts.token != "" {
+	if a := p.c.opts.auth; a != nil {
+		if err := a.Authorize(req); err != nil {
+			return rawAnswer{err: err}
+		}
+	} else if p.c.opts.token != "" {
 		req.Header.Set("Authorization", "Bearer "+p.c.opts.token)
 	}
 	for k, v := range header {
@@ -204,9 +209,23 @@ func (c *checker) runHTTP(url string) {
 		{"status codes", ruleStatus}, {"header mirroring", ruleHeaders}, {"origin", ruleOrigin},
 		{"disconnect", ruleDisconnect}, {"listen", ruleListen},
 	}
+	if r := c.opts.authRow; r != nil {
+		c.add(r.Check, r.Result, r.Evidence, r.Rule)
+		if r.Result == fail {
+			c.add("era", notRun, "no token (the authorization failed)", ruleHTTPEra)
+			for _, r := range rows {
+				c.add(r.name, notRun, "no token (the authorization failed)", r.rule)
+			}
+			return
+		}
+	}
 	opts := &host.Options{ProbeTimeout: c.opts.probeTimeout, ConnectTimeout: c.opts.connectTimeout,
 		Info: mcp.Implementation{Name: "agentwire-check", Version: "1"}}
-	sess, err := streamable.Connect(c.ctx, url, opts, &streamable.ClientOptions{Token: c.opts.token})
+	co := &streamable.ClientOptions{Token: c.opts.token}
+	if c.opts.auth != nil {
+		co = &streamable.ClientOptions{Authorizer: c.opts.auth}
+	}
+	sess, err := streamable.Connect(c.ctx, url, opts, co)
 	if err != nil {
 		ev := err.Error()
 		var ce *host.ConnectError
@@ -391,7 +410,7 @@ func (c *checker) httpOrigin(p *httpProber, rule string) {
 	case a.status >= 200 && a.status < 300:
 		c.add("origin", fail, ev+" (served a foreign page's request)", rule)
 	case a.status == http.StatusUnauthorized:
-		c.add("origin", notRun, ev+" (refused for its credentials; give --token)", rule)
+		c.add("origin", notRun, ev+" (refused for its credentials; give --token or --oauth)", rule)
 	default:
 		c.add("origin", warn, ev+" (403 expected)", rule)
 	}

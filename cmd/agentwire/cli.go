@@ -37,7 +37,7 @@ const (
        agentwire call [flags] --url URL
 `
 	checkSynopsis = `usage: agentwire check [flags] -- CMD [ARGS...]
-       agentwire check --url URL [--token T] [flags]
+       agentwire check --url URL [--token T | --oauth] [flags]
 `
 	tapSynopsis = `usage: agentwire tap [--log FILE] [--grace D] -- CMD [ARGS...]
 `

@@ -51,7 +51,8 @@ Usage:
                                   probe that kills or hangs the server is blamed once and a
                                   fresh process runs the rest; over Streamable HTTP (--url),
                                   era, status codes, header mirroring, Origin, cancellation
-                                  by disconnect, listen. A probe that could not run says
+                                  by disconnect, listen; behind OAuth, --token T or --oauth
+                                  and its flags, as call's. A probe that could not run says
                                   "not run" and why (agentwire check --help for the flags)
   agentwire tap [--log FILE] [--grace D] -- CMD [ARGS...]
                                   a transparent stdio proxy in front of a server: bytes
@@ -169,6 +170,14 @@ Flags of call:
                            resource, in the user's config directory under agentwire/oauth
                            (0700), and refreshed; not with --token
   --oauth-timeout D        how long --oauth waits for you to authorize (default 5m)
+  --oauth-client-id ID     with --oauth: a client registered beforehand, instead of a
+                           metadata document or a registration; its secret, if any, in
+                           $AGENTWIRE_OAUTH_CLIENT_SECRET (never a flag). Needs
+  --oauth-issuer URL       the issuer identifier of the authorization server it is
+                           registered at, exactly as its metadata says: the credentials
+                           go to no other (a server naming another one is an error)
+  --oauth-client-auth M    client_secret_basic, client_secret_post or none (default
+                           basic with a secret, none without)
   --timeout D              how long to wait for the response, once connected (default 30s;
                            the time you take to answer the server on a terminal is not
                            counted)

@@ -85,6 +85,44 @@ type testIssuer struct {
 	mu             sync.Mutex
 	codes          map[string]url.Values // the authorization requests, by the code issued
 	authorizations int
+	registrations  int
+	clients        map[string]string // pre-registered client IDs and their secrets ("" for a public client)
+	tokenAuth      []string          // how each token request authenticated: "basic ID:SECRET", "post ID:SECRET" or "none ID"
+}
+
+// preregister adds a client registered beforehand, with its secret ("" for
+// a public client).
+func (is *testIssuer) preregister(id, secret string) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.clients[id] = secret
+}
+
+// counts are the authorizations and registrations so far, and the token
+// requests' authentication.
+func (is *testIssuer) counts() (authorizations, registrations int, tokenAuth []string) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.authorizations, is.registrations, slices.Clone(is.tokenAuth)
+}
+
+// clientAuth is how a token request authenticated, and whether that is
+// its client's way: a registered client with its secret, a public one
+// without.
+func (is *testIssuer) clientAuth(r *http.Request) (string, bool) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if id, secret, ok := r.BasicAuth(); ok {
+		want, known := is.clients[id]
+		return "basic " + id + ":" + secret, known && want != "" && secret == want
+	}
+	id := r.PostForm.Get("client_id")
+	if secret := r.PostForm.Get("client_secret"); secret != "" {
+		want, known := is.clients[id]
+		return "post " + id + ":" + secret, known && want != "" && secret == want
+	}
+	want, known := is.clients[id]
+	return "none " + id, id == "c-1" || (known && want == "")
 }
 
 func newTestIssuer(t *testing.T) *testIssuer {
@@ -93,7 +131,7 @@ func newTestIssuer(t *testing.T) *testIssuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	is := &testIssuer{key: key, codes: map[string]url.Values{}}
+	is := &testIssuer{key: key, codes: map[string]url.Values{}, clients: map[string]string{}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
@@ -103,10 +141,13 @@ func newTestIssuer(t *testing.T) *testIssuer {
 				"authorization_endpoint": is.URL + "/authorize", "token_endpoint": is.URL + "/token",
 				"registration_endpoint": is.URL + "/register", "response_types_supported": []string{"code"},
 				"code_challenge_methods_supported":               []string{"S256"},
-				"token_endpoint_auth_methods_supported":          []string{"none"},
+				"token_endpoint_auth_methods_supported":          []string{"none", "client_secret_basic", "client_secret_post"},
 				"authorization_response_iss_parameter_supported": true,
 			})
 		case "/register":
+			is.mu.Lock()
+			is.registrations++
+			is.mu.Unlock()
 			w.WriteHeader(http.StatusCreated)
 			json.NewEncoder(w).Encode(map[string]any{"client_id": "c-1", "token_endpoint_auth_method": "none"})
 		case "/authorize":
@@ -116,9 +157,10 @@ func newTestIssuer(t *testing.T) *testIssuer {
 			is.mu.Lock()
 			is.codes[code] = q
 			is.authorizations++
+			_, known := is.clients[q.Get("client_id")]
 			is.mu.Unlock()
 			back, err := url.Parse(q.Get("redirect_uri"))
-			if err != nil || q.Get("code_challenge_method") != "S256" || q.Get("client_id") != "c-1" {
+			if err != nil || q.Get("code_challenge_method") != "S256" || (q.Get("client_id") != "c-1" && !known) {
 				http.Error(w, "bad authorization request", http.StatusBadRequest)
 				return
 			}
@@ -126,6 +168,15 @@ func newTestIssuer(t *testing.T) *testIssuer {
 			http.Redirect(w, r, back.String(), http.StatusFound)
 		case "/token":
 			r.ParseForm()
+			how, authenticated := is.clientAuth(r)
+			is.mu.Lock()
+			is.tokenAuth = append(is.tokenAuth, how)
+			is.mu.Unlock()
+			if !authenticated {
+				w.WriteHeader(http.StatusUnauthorized)
+				json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client"})
+				return
+			}
 			is.mu.Lock()
 			q, ok := is.codes[r.PostForm.Get("code")]
 			delete(is.codes, r.PostForm.Get("code"))
@@ -282,50 +333,13 @@ func TestBridgeOAuthNoTokenPassthrough(t *testing.T) {
 // a second call uses it without authorizing again.
 func TestCallOAuth(t *testing.T) {
 	is := newTestIssuer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	res := "http://" + addr + "/mcp"
-	url, _ := startServeHTTP(t, addr, "--oauth-issuer", is.URL, "--oauth-resource", res)
-	home := t.TempDir()
-	env := append(envWithout("XDG_CONFIG_HOME", "HOME"), "XDG_CONFIG_HOME="+home, "HOME="+home)
+	url := startProtected(t, is)
+	env, home := configHome(t)
 	args := []string{"call", "--url", url, "--oauth", "--oauth-timeout", "20s", "--tool", "echo", "--args", `{"text":"hi"}`}
 
-	cmd := exec.Command(binary, args...)
-	cmd.Env = env
-	var out strings.Builder
-	cmd.Stdout = &out
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(stderr)
-	var authURL string
-	for authURL == "" {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			cmd.Wait()
-			t.Fatalf("no authorization URL on stderr: %v", err)
-		}
-		if l := strings.TrimSpace(line); strings.HasPrefix(l, is.URL+"/authorize?") {
-			authURL = l
-		}
-	}
-	go io.Copy(io.Discard, br)
-	resp, err := http.Get(authURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Request.URL.String(), "http://127.0.0.1:") {
-		t.Errorf("the redirect to call's listener: %d at %s: %s", resp.StatusCode, resp.Request.URL, page)
-	}
-	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), `"text":"hi"`) {
-		t.Fatalf("call --oauth: %v %s", err, out.String())
+	out, err := authorizeInBrowser(t, is, env, args...)
+	if err != nil || !strings.Contains(out, `"text":"hi"`) {
+		t.Fatalf("call --oauth: %v %s", err, out)
 	}
 
 	config := home
@@ -358,6 +372,67 @@ func TestCallOAuth(t *testing.T) {
 	}
 }
 
+// startProtected runs serve mcp --http protected by is, its resource its
+// own URL, and returns the URL.
+func startProtected(t *testing.T, is *testIssuer) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	url, _ := startServeHTTP(t, addr, "--oauth-issuer", is.URL, "--oauth-resource", "http://"+addr+"/mcp")
+	return url
+}
+
+// configHome is the environment of a user whose config directory is a new
+// one, and the home directory it is in.
+func configHome(t *testing.T) ([]string, string) {
+	home := t.TempDir()
+	return append(envWithout("XDG_CONFIG_HOME", "HOME", OAuthClientSecretEnv), "XDG_CONFIG_HOME="+home, "HOME="+home), home
+}
+
+// authorizeInBrowser runs agentwire with args and env, plays the user's
+// browser (opens the authorization URL printed on stderr, which is
+// followed to the command's loopback listener), and returns the command's
+// stdout once it exits.
+func authorizeInBrowser(t *testing.T, is *testIssuer, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = env
+	var out strings.Builder
+	cmd.Stdout = &out
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(stderr)
+	var authURL string
+	for authURL == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			cmd.Wait()
+			t.Fatalf("no authorization URL on stderr: %v (stdout %s)", err, out.String())
+		}
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, is.URL+"/authorize?") {
+			authURL = l
+		}
+	}
+	go io.Copy(io.Discard, br)
+	resp, err := http.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Request.URL.String(), "http://127.0.0.1:") {
+		t.Errorf("the redirect to the loopback listener: %d at %s: %s", resp.StatusCode, resp.Request.URL, page)
+	}
+	err = cmd.Wait()
+	return out.String(), err
+}
+
 // The client's OAuth flags go with --url, and not with --token.
 func TestCallOAuthFlagsRefused(t *testing.T) {
 	for _, tc := range []struct {
@@ -368,11 +443,133 @@ func TestCallOAuthFlagsRefused(t *testing.T) {
 		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--token", "t"}, "exclude each other"},
 		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth-timeout", "1s"}, "go with --oauth"},
 		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--oauth-timeout", "0s"}, "must be positive"},
+		{[]string{"check", "--oauth", "--", binary, "serve", "mcp"}, "go with --url"},
+		{[]string{"check", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--token", "t"}, "exclude each other"},
+		{[]string{"check", "--url", "http://127.0.0.1:1/mcp", "--oauth-client-id", "c"}, "go with --oauth"},
+		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--oauth-client-id", "c"}, "needs --oauth-issuer"},
+		{[]string{"check", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--oauth-issuer", "https://as.example.test"}, "go with --oauth-client-id"},
+		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--oauth-client-id", "c", "--oauth-issuer", "as.example.test"}, "--oauth-issuer"},
+		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--oauth-client-id", "c", "--oauth-issuer", "https://as.example.test", "--oauth-client-auth", "client_secret_basic"}, "$" + OAuthClientSecretEnv},
+		{[]string{"call", "--url", "http://127.0.0.1:1/mcp", "--oauth", "--oauth-client-id", "c", "--oauth-issuer", "https://as.example.test", "--oauth-client-auth", "private_key_jwt"}, "bad --oauth-client-auth"},
 	} {
 		cmd := exec.Command(binary, tc.args...)
+		cmd.Env = envWithout(OAuthClientSecretEnv)
 		out, err := cmd.CombinedOutput()
 		if err == nil || cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
 			t.Errorf("agentwire %q: %v, want exit 2 saying %q; got %s", tc.args, err, tc.want, out)
 		}
+	}
+}
+
+// check --url --oauth runs the battery against a protected server with a
+// token obtained as call --oauth obtains one: an "authorization" row,
+// then the rows of an unprotected server; a second check uses the stored
+// token without sending the user to authorize.
+func TestCheckOAuth(t *testing.T) {
+	is := newTestIssuer(t)
+	url := startProtected(t, is)
+	env, _ := configHome(t)
+	args := []string{"check", "--json", "--url", url, "--oauth", "--oauth-timeout", "20s"}
+	out, err := authorizeInBrowser(t, is, env, args...)
+	var rep checkReport
+	if jerr := json.Unmarshal([]byte(out), &rep); jerr != nil || err != nil || !rep.Passed {
+		t.Fatalf("check --oauth: %v %v %s", err, jerr, out)
+	}
+	rows := map[string]string{"authorization": pass, "era": pass, "status codes": pass, "header mirroring": pass, "origin": pass}
+	wantRows(t, rep, rows)
+	if r := row(rep, "authorization"); !strings.Contains(r.Evidence, "authorizing in a browser") {
+		t.Errorf("authorization: %s", r.Evidence)
+	}
+
+	again := exec.Command(binary, args...)
+	again.Env = env
+	var stdout, stderr strings.Builder
+	again.Stdout, again.Stderr = &stdout, &stderr
+	err = again.Run()
+	rep = checkReport{}
+	if jerr := json.Unmarshal([]byte(stdout.String()), &rep); jerr != nil || err != nil || !rep.Passed || strings.Contains(stderr.String(), "/authorize") {
+		t.Fatalf("a second check --oauth: %v %v %s %s", err, jerr, stdout.String(), stderr.String())
+	}
+	wantRows(t, rep, rows)
+	if r := row(rep, "authorization"); !strings.Contains(r.Evidence, "stored token") {
+		t.Errorf("authorization: %s", r.Evidence)
+	}
+	if n, reg, _ := is.counts(); n != 1 || reg != 1 {
+		t.Errorf("%d authorizations and %d registrations, want 1 and 1", n, reg)
+	}
+}
+
+// check --oauth with no token (here: the authorization server refuses the
+// client) fails the authorization row, and runs nothing else.
+func TestCheckOAuthRefused(t *testing.T) {
+	is := newTestIssuer(t)
+	url := startProtected(t, is)
+	env, _ := configHome(t)
+	// Credentials for another authorization server are never sent to is.
+	rep, code := runCheckURLEnv(t, env, url, "--oauth", "--oauth-client-id", "c", "--oauth-issuer", "https://other.example.test")
+	wantRows(t, rep, map[string]string{"authorization": fail, "era": notRun, "origin": notRun})
+	if r := row(rep, "authorization"); !strings.Contains(r.Evidence, "other authorization servers") {
+		t.Errorf("authorization: %s", r.Evidence)
+	}
+	if n, reg, auth := is.counts(); code != 1 || n != 0 || reg != 0 || len(auth) != 0 {
+		t.Errorf("exit %d; %d authorizations, %d registrations, token requests %q", code, n, reg, auth)
+	}
+}
+
+// runCheckURLEnv is runCheckURL with env.
+func runCheckURLEnv(t *testing.T, env []string, url string, args ...string) (checkReport, int) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"check", "--json", "--url", url}, args...)...)
+	cmd.Env = env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var rep checkReport
+	if jerr := json.Unmarshal([]byte(stdout.String()), &rep); jerr != nil {
+		t.Fatalf("check --json: %v %v %s %s", err, jerr, stdout.String(), stderr.String())
+	}
+	return rep, cmd.ProcessState.ExitCode()
+}
+
+// --oauth-client-id with --oauth-issuer is a client registered
+// beforehand: no registration; its secret, from the environment, sent as
+// --oauth-client-auth says (basic by default), or none for a public
+// client; for call and check alike.
+func TestOAuthPreregistered(t *testing.T) {
+	is := newTestIssuer(t)
+	is.preregister("pre-confidential", "s3cret")
+	is.preregister("pre-public", "")
+	url := startProtected(t, is)
+	for _, tc := range []struct {
+		args   []string
+		secret string
+		want   string // the token request's authentication
+	}{
+		{[]string{"call", "--oauth-client-id", "pre-confidential"}, "s3cret", "basic pre-confidential:s3cret"},
+		{[]string{"call", "--oauth-client-id", "pre-confidential", "--oauth-client-auth", "client_secret_post"}, "s3cret", "post pre-confidential:s3cret"},
+		{[]string{"call", "--oauth-client-id", "pre-public"}, "", "none pre-public"},
+		{[]string{"check", "--json", "--oauth-client-id", "pre-confidential", "--oauth-client-auth", "client_secret_basic"}, "s3cret", "basic pre-confidential:s3cret"},
+		{[]string{"check", "--json", "--oauth-client-id", "pre-public", "--oauth-client-auth", "none"}, "", "none pre-public"},
+	} {
+		env, _ := configHome(t)
+		if tc.secret != "" {
+			env = append(env, OAuthClientSecretEnv+"="+tc.secret)
+		}
+		args := append(slices.Clone(tc.args), "--url", url, "--oauth", "--oauth-timeout", "20s", "--oauth-issuer", is.URL)
+		want := `"passed": true`
+		if tc.args[0] == "call" {
+			args, want = append(args, "--tool", "echo", "--args", `{"text":"hi"}`), `"text":"hi"`
+		}
+		_, _, before := is.counts()
+		out, err := authorizeInBrowser(t, is, env, args...)
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("%q: %v %s", tc.args, err, out)
+		}
+		if _, _, after := is.counts(); !slices.Equal(after[len(before):], []string{tc.want}) {
+			t.Errorf("%q: token requests authenticated as %q, want %q", tc.args, after[len(before):], tc.want)
+		}
+	}
+	if _, reg, _ := is.counts(); reg != 0 {
+		t.Errorf("%d registrations, want none", reg)
 	}
 }
