@@ -70,7 +70,7 @@ func (f *oauthFlags) protection(set map[string]bool) (*streamable.Protection, er
 		return nil, fmt.Errorf("--oauth-issuer %q: %v", *f.issuer, err)
 	}
 	for _, s := range f.scopes {
-		if !scopeToken(s) {
+		if !auth.ValidScope(s) {
 			return nil, fmt.Errorf("--oauth-scope %q: not a scope token (visible ASCII, no space, '\"' or '\\')", s)
 		}
 	}
@@ -113,17 +113,4 @@ func checkResourceURL(s string) error {
 		return fmt.Errorf("--oauth-resource %q: must be the server's absolute http(s) URL, without query or fragment", s)
 	}
 	return nil
-}
-
-// scopeToken reports whether s is a scope token (RFC 6749 §3.3).
-func scopeToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }

@@ -105,3 +105,17 @@ type ProtectedResourceMetadata struct {
 	TLSClientCertificateBoundTokens   bool     `json:"tls_client_certificate_bound_access_tokens,omitempty"`
 	ResourceSigningAlgValuesSupported []string `json:"resource_signing_alg_values_supported,omitempty"`
 }
+
+// ValidScope reports whether s is a scope token (RFC 6749 §3.3): one or
+// more printable ASCII characters other than space, '"' and '\'.
+func ValidScope(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}

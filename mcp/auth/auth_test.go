@@ -46,3 +46,14 @@ func ExampleIdentityFrom() {
 	}
 	// Output: alice may read files
 }
+
+func TestAScopeIsOnePrintableTokenWithoutSpacesOrQuotes(t *testing.T) {
+	for s, want := range map[string]bool{
+		"mcp:read": true, "files.write": true, "a/b~c!": true,
+		"": false, "two words": false, `quo"te`: false, `back\slash`: false, "tab\t": false, "é": false,
+	} {
+		if got := auth.ValidScope(s); got != want {
+			t.Errorf("ValidScope(%q) = %v", s, got)
+		}
+	}
+}

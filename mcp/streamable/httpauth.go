@@ -90,7 +90,7 @@ func newProtection(p *Protection, opts *Options, b Backend) *protection {
 		panic(fmt.Sprintf("streamable: Options.Protect.Metadata.Resource must be the endpoint's absolute http(s) URL without query or fragment, not %q", res))
 	}
 	for _, s := range p.Scopes {
-		if !validScope(s) {
+		if !auth.ValidScope(s) {
 			panic(fmt.Sprintf("streamable: Options.Protect.Scopes: %q is not a scope token", s))
 		}
 	}
@@ -121,20 +121,6 @@ func newProtection(p *Protection, opts *Options, b Backend) *protection {
 		pr.challenge401 += `, scope=` + quoted(strings.Join(pr.scopes, " "))
 	}
 	return pr
-}
-
-// validScope reports whether s is a scope token (RFC 6749 §3.3: printable
-// ASCII but space, '"' and '\').
-func validScope(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 // quoted writes s as an HTTP quoted-string.
