@@ -40,15 +40,13 @@ import (
 
 // exchange is one POST being served.
 type exchange struct {
-	h      *Handler
-	r      *http.Request
-	w      http.ResponseWriter
-	rc     http.ResponseController // by value: see ServeHTTP
-	conn   *rpc.Conn
-	msg    jsonrpc.Message // the body, decoded once
-	note   mcp.Routed      // what the route learned; handed to the handler
-	id     *auth.Identity  // the verified caller (Options.Protect)
-	canSSE bool
+	h    *Handler
+	r    *http.Request
+	w    http.ResponseWriter
+	conn *rpc.Conn
+	msg  jsonrpc.Message // the body, decoded once
+	note mcp.Routed      // what the route learned; handed to the handler
+	id   *auth.Identity  // the verified caller (Options.Protect)
 	// stopped is set by unblock: the deadline it set must not be renewed.
 	stopped atomic.Bool
 	// done is set with answered, for the one reader that must not take mu
@@ -60,14 +58,30 @@ type exchange struct {
 	quietSince atomic.Int64
 
 	mu       sync.Mutex
-	caller   string   // who asked, once a server request needs it
-	asked    []string // ids of the server's own requests sent on this stream
-	started  bool     // the event stream's headers are out
-	answered bool     // the response has been written
-	closed   bool     // ServeHTTP has returned, or is about to
-	timedOut bool     // a write failed at WriteTimeout
-	pw       pieceWriter
-	headers  sync.WaitGroup // the helper that writes the stream's headers
+	asks     *serverAsks // the server's own requests sent on this stream, made by the first
+	started  bool        // the event stream's headers are out
+	answered bool        // the response has been written
+	closed   bool        // ServeHTTP has returned, or is about to
+	timedOut bool        // a write failed at WriteTimeout
+	// canSSE: the client takes an event stream. Set once, before the
+	// exchange is shared (open); here, where it costs no room.
+	canSSE  bool
+	pw      pieceWriter
+	headers sync.WaitGroup // the helper that writes the stream's headers
+}
+
+// ctl is the response's controller (deadlines, flushes). It is made where
+// it is used, on the caller's stack, rather than kept: an open stream
+// keeps its exchange.
+func (ex *exchange) ctl() *http.ResponseController { return http.NewResponseController(ex.w) }
+
+// serverAsks is what an exchange keeps of the server's own requests sent
+// on its stream (a legacy client asked for sampling or elicitation): kept
+// apart, since almost no exchange sends any, and an open listen stream
+// keeps its exchange.
+type serverAsks struct {
+	caller string   // who asked: only this client may answer
+	ids    []string // the ids they were sent with
 }
 
 // jsonContentType is the Content-Type of every JSON answer, shared: net/http
@@ -114,7 +128,10 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, body []byte, 
 	answered := ex.answered
 	written := ex.started || answered
 	ex.closed = true // nothing more reaches the ResponseWriter
-	asked := ex.asked
+	var asked []string
+	if ex.asks != nil {
+		asked = ex.asks.ids
+	}
 	ex.mu.Unlock()
 	if !written && r.Context().Err() == nil {
 		httpError(w, http.StatusInternalServerError, "", jsonrpc.CodeInternalError, "Internal error: the request ended without a response", nil)
@@ -234,16 +251,16 @@ func (ex *exchange) serverRequestLocked(m *rpc.Outbound) error {
 			jsonrpc.NewError(jsonrpc.CodeInternalError, "the client accepts no event stream, so it cannot be asked anything", nil)))
 		return nil
 	}
-	if ex.caller == "" {
-		ex.caller = callerOf(ex.r)
+	if ex.asks == nil {
+		ex.asks = &serverAsks{caller: callerOf(ex.r)}
 	}
 	// Unguessable, and only its own client (the same credentials) may
 	// answer it.
 	var nonce [16]byte
 	rand.Read(nonce[:])
 	id := `"srv-` + hex.EncodeToString(nonce[:]) + `"`
-	ex.h.asked.Store(id, askedRequest{ex: ex, id: []byte(m.ID), caller: ex.caller})
-	ex.asked = append(ex.asked, id)
+	ex.h.asked.Store(id, askedRequest{ex: ex, id: []byte(m.ID), caller: ex.asks.caller})
+	ex.asks.ids = append(ex.asks.ids, id)
 	line := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	line = append(line, `,"method":`...)
 	line = jsonrpc.AppendString(line, m.Method)
@@ -374,7 +391,7 @@ func (ex *exchange) sendLocked(m *rpc.Outbound, prefix []byte, parts ...[]byte) 
 	if pw.since > 0 {
 		pw.start = ex.renewDeadline()
 	}
-	if err := ex.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := ex.ctl().Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return ex.writeFailed(err, pw.start)
 	}
 	return nil
@@ -413,9 +430,9 @@ func (ex *exchange) renewDeadline() time.Time {
 	if d <= 0 || ex.stopped.Load() {
 		return now
 	}
-	ex.rc.SetWriteDeadline(now.Add(d))
+	ex.ctl().SetWriteDeadline(now.Add(d))
 	if ex.stopped.Load() { // unblock ran meanwhile: its deadline again
-		ex.rc.SetWriteDeadline(time.Now())
+		ex.ctl().SetWriteDeadline(time.Now())
 	}
 	return now
 }
@@ -509,5 +526,5 @@ func (ex *exchange) abort() {
 // It does not take ex.mu, which a stalled write holds.
 func (ex *exchange) unblock() {
 	ex.stopped.Store(true)
-	ex.rc.SetWriteDeadline(time.Now())
+	ex.ctl().SetWriteDeadline(time.Now())
 }

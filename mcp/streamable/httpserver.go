@@ -404,12 +404,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every response is written under the no-progress deadline; the
 	// exchange renews it for each write of a longer one. The last one
 	// stays for net/http's final flush, after which net/http lifts it.
-	// The exchange is made now, with the response controller in it by
-	// value: one allocation for both.
-	ex := &exchange{rc: *http.NewResponseController(w)}
+	// The exchange is made now: its deadlines are set from here on.
+	ex := &exchange{w: w}
 	now := time.Now() // once: the clock is read for every request
 	if h.opts.WriteTimeout > 0 {
-		ex.rc.SetWriteDeadline(now.Add(h.opts.WriteTimeout))
+		ex.ctl().SetWriteDeadline(now.Add(h.opts.WriteTimeout))
 	}
 	// Each step is a function of its own whose frame is gone before the
 	// next runs: a listen stream lives on this goroutine's stack for as
@@ -544,14 +543,14 @@ func (h *Handler) readRequest(w http.ResponseWriter, r *http.Request, ex *exchan
 	// would hold the request forever); the deadline is lifted afterwards,
 	// as an event stream may last as long as its call. http.Server's
 	// ReadTimeout cannot do this: it would cut long streams too.
-	ex.rc.SetReadDeadline(now.Add(h.opts.BodyTimeout))
+	ex.ctl().SetReadDeadline(now.Add(h.opts.BodyTimeout))
 	var src io.Reader = r.Body
 	if r.ContentLength < 0 {
 		src = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
 	}
 	body, err := h.limits.readBody(src, r.ContentLength, h.opts.MaxBodyBytes, reserved)
 	if err == nil {
-		ex.rc.SetReadDeadline(time.Time{})
+		ex.ctl().SetReadDeadline(time.Time{})
 	} else if !errors.Is(err, errOverBudget) {
 		// The connection is not reused; the deadline stays so that
 		// net/http's attempt to drain the rest of the body ends too.
