@@ -231,7 +231,7 @@ func (c *Conn) waitRoom() bool {
 }
 
 func (c *Conn) refuseBusy(req *Request, why string) {
-	c.stats.busy.Add(1)
+	c.count().busy.Add(1)
 	c.refusals(&c.busyLog).Refused("rpc: request refused: "+why, "method", req.Method,
 		"limit", c.opts.MaxConcurrentRequests, "queue", c.opts.MaxQueuedRequests)
 	c.answerDirect(req, c.opts.busyError())
@@ -284,7 +284,7 @@ func (c *Conn) wait(req *Request) {
 		return
 	}
 	c.waiting = append(c.waiting, req)
-	c.stats.queued.Add(1)
+	c.count().queued.Add(1)
 	c.mu.Unlock()
 }
 
@@ -366,7 +366,7 @@ func (c *Conn) detach(req *Request) error {
 	}
 	if c.streams >= c.opts.MaxStreams {
 		c.mu.Unlock()
-		c.stats.streamsRefused.Add(1)
+		c.count().streamsRefused.Add(1)
 		c.refusals(&c.streamsLog).Refused("rpc: stream refused: every stream is taken", "method", req.Method, "limit", c.opts.MaxStreams)
 		return ErrTooManyStreams
 	}
@@ -374,7 +374,7 @@ func (c *Conn) detach(req *Request) error {
 	next := c.freeSlotLocked()
 	req.lane = laneStream
 	c.mu.Unlock()
-	c.stats.streams.Add(1)
+	c.streamsOpened.Add(1)
 	if next != nil {
 		c.goRun(next)
 	}
@@ -466,7 +466,7 @@ func (c *Conn) barrierDone() {
 			c.goRun(req)
 		default:
 			c.waiting = append(c.waiting, req)
-			c.stats.queued.Add(1)
+			c.count().queued.Add(1)
 			c.mu.Unlock()
 		}
 	}

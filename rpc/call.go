@@ -260,7 +260,7 @@ type Stats struct {
 type stats struct {
 	parse, invalid, tooLong, unknown, late atomic.Int64
 	panics, cancelled, busy, promotions    atomic.Int64
-	queued, streams, streamsRefused        atomic.Int64
+	queued, streamsRefused                 atomic.Int64
 }
 
 func (s *stats) count(k ViolationKind) {
@@ -278,11 +278,15 @@ func (s *stats) count(k ViolationKind) {
 	}
 }
 
+// snapshot reads the counters; a nil stats has counted nothing.
 func (s *stats) snapshot() Stats {
+	if s == nil {
+		return Stats{}
+	}
 	return Stats{
 		ParseErrors: s.parse.Load(), InvalidMessages: s.invalid.Load(), TooLong: s.tooLong.Load(),
 		UnknownResponses: s.unknown.Load(), LateResponses: s.late.Load(), Panics: s.panics.Load(),
 		Cancelled: s.cancelled.Load(), Rejected: s.busy.Load(), Promotions: s.promotions.Load(),
-		Queued: s.queued.Load(), Streams: s.streams.Load(), StreamsRefused: s.streamsRefused.Load(),
+		Queued: s.queued.Load(), StreamsRefused: s.streamsRefused.Load(),
 	}
 }

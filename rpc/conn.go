@@ -75,16 +75,6 @@ type Conn struct {
 	streamsLog atomic.Pointer[refusal.Log]
 	limitLog   atomic.Pointer[refusal.Log] // lines and batches over their size limits
 
-	// inline holds a positive token while the reading goroutine runs a
-	// handler (or a flush) itself; the watchdog negates it to hand input to
-	// a new reader (see watch).
-	inline       atomic.Int64
-	inlineSeq    int64 // owned by the current reader
-	promoteAfter time.Duration
-	watchdog     *time.Timer
-	watchArmed   atomic.Bool
-	watchLast    atomic.Int64 // the inline token seen at the previous tick
-
 	// ordered is true while a barrier runs or the messages held behind it
 	// are being dispatched; the reader then appends to held (under mu)
 	// instead of dispatching.
@@ -111,7 +101,11 @@ type Conn struct {
 	cause        error
 
 	nextID atomic.Int64
-	stats  stats
+	// streamsOpened counts Request.Detach (Stats.Streams), the one
+	// counter an HTTP listen stream touches; the others are made on first
+	// use (most connections never count anything).
+	streamsOpened atomic.Int64
+	counts        atomic.Pointer[stats]
 
 	inputDone chan struct{} // made on first use; closed when input has ended or shutdown began
 
@@ -137,6 +131,16 @@ type input struct {
 	lines     *framing.LineReader // a byte stream's input; nil over messages
 	src       MessageReader       // a message transport's input; nil for a stream
 	srcClosed atomic.Bool
+
+	// The watchdog of a reading goroutine (see watch). inline holds a
+	// positive token while the reader runs a handler (or a flush) itself;
+	// the watchdog negates it to hand input to a new reader.
+	inline       atomic.Int64
+	inlineSeq    int64 // owned by the current reader
+	promoteAfter time.Duration
+	watchdog     *time.Timer
+	watchArmed   atomic.Bool
+	watchLast    atomic.Int64 // the inline token seen at the previous tick
 }
 
 // New starts a connection that reads requests from r and writes replies to
@@ -224,12 +228,12 @@ func (c *Conn) refusals(p *atomic.Pointer[refusal.Log]) *refusal.Log {
 
 // startReading arms the watchdog and starts the reading goroutine.
 func (c *Conn) startReading() {
-	c.promoteAfter = c.opts.InlineBudget
-	if c.promoteAfter < 0 {
-		c.promoteAfter = DefaultInlineBudget
+	c.in.promoteAfter = c.opts.InlineBudget
+	if c.in.promoteAfter < 0 {
+		c.in.promoteAfter = DefaultInlineBudget
 	}
-	c.watchdog = time.AfterFunc(time.Hour, c.watch)
-	c.watchdog.Stop()
+	c.in.watchdog = time.AfterFunc(time.Hour, c.watch)
+	c.in.watchdog.Stop()
 	go c.readLoop()
 }
 
@@ -287,7 +291,20 @@ func (c *Conn) Close() error {
 }
 
 // Stats returns counters of what the connection has seen.
-func (c *Conn) Stats() Stats { return c.stats.snapshot() }
+func (c *Conn) Stats() Stats {
+	s := c.counts.Load().snapshot()
+	s.Streams = c.streamsOpened.Load()
+	return s
+}
+
+// count returns the connection's counters, made on first use.
+func (c *Conn) count() *stats {
+	if s := c.counts.Load(); s != nil {
+		return s
+	}
+	c.counts.CompareAndSwap(nil, new(stats))
+	return c.counts.Load()
+}
 
 // ----- reading -----
 
@@ -526,7 +543,7 @@ func (c *Conn) replyBad(id jsonrpc.ID, e *jsonrpc.Error) {
 }
 
 func (c *Conn) violation(kind ViolationKind, line []byte, err error) {
-	c.stats.count(kind)
+	c.count().count(kind)
 	if c.opts.FatalViolations {
 		defer func() {
 			show := line
@@ -568,14 +585,14 @@ func (c *Conn) asReader(f func()) bool {
 		f()
 		return true
 	}
-	c.inlineSeq++
-	tok := c.inlineSeq
-	c.inline.Store(tok)
-	if !c.watchArmed.Load() && c.watchArmed.CompareAndSwap(false, true) {
-		c.watchdog.Reset(c.promoteAfter)
+	c.in.inlineSeq++
+	tok := c.in.inlineSeq
+	c.in.inline.Store(tok)
+	if !c.in.watchArmed.Load() && c.in.watchArmed.CompareAndSwap(false, true) {
+		c.in.watchdog.Reset(c.in.promoteAfter)
 	}
 	f()
-	if c.inline.CompareAndSwap(tok, 0) {
+	if c.in.inline.CompareAndSwap(tok, 0) {
 		return true
 	}
 	// Promoted while f ran. A response may have been queued without a
@@ -594,22 +611,22 @@ func (c *Conn) asReader(f func()) bool {
 // the old goroutine finishes its handler as an ordinary one, the way the Go
 // scheduler hands off a processor from a blocked system call.
 func (c *Conn) watch() {
-	tok := c.inline.Load()
-	if tok > 0 && tok == c.watchLast.Load() && c.inline.CompareAndSwap(tok, -tok) {
-		c.stats.promotions.Add(1)
+	tok := c.in.inline.Load()
+	if tok > 0 && tok == c.in.watchLast.Load() && c.in.inline.CompareAndSwap(tok, -tok) {
+		c.count().promotions.Add(1)
 		go c.readLoop()
 		tok = 0
 	}
-	c.watchLast.Store(tok)
+	c.in.watchLast.Store(tok)
 	if tok > 0 {
-		c.watchdog.Reset(c.promoteAfter)
+		c.in.watchdog.Reset(c.in.promoteAfter)
 		return
 	}
 	// Idle: disarm, then look again, because the reader arms only when it
 	// sees the watchdog disarmed.
-	c.watchArmed.Store(false)
-	if c.inline.Load() > 0 && c.watchArmed.CompareAndSwap(false, true) {
-		c.watchdog.Reset(c.promoteAfter)
+	c.in.watchArmed.Store(false)
+	if c.in.inline.Load() > 0 && c.in.watchArmed.CompareAndSwap(false, true) {
+		c.in.watchdog.Reset(c.in.promoteAfter)
 	}
 }
 
@@ -632,7 +649,7 @@ func (c *Conn) run(req *Request, inline bool) {
 func (c *Conn) call(req *Request) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			c.stats.panics.Add(1)
+			c.count().panics.Add(1)
 			c.opts.Logger.Error("rpc: handler panicked", "method", req.Method, "panic", p, "stack", string(debug.Stack()))
 			result = nil
 			err = &panicError{value: p}
@@ -789,7 +806,7 @@ func (c *Conn) cancelRequest(msg *jsonrpc.Message, cm *CancelMethod) {
 		req.silenced = true
 		req.mu.Unlock()
 	}
-	c.stats.cancelled.Add(1)
+	c.count().cancelled.Add(1)
 	req.cancel(ErrCancelledByPeer)
 	// A request cancelled while it waits in the queue never starts: its
 	// handler would only see a cancelled context (and one that ignores it
@@ -865,7 +882,7 @@ func (c *Conn) handleBatch(line []byte) {
 		c.replyBad(jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Invalid Request: empty batch"))
 		return
 	case n > c.opts.MaxBatchLength:
-		c.stats.invalid.Add(1)
+		c.count().invalid.Add(1)
 		c.refusals(&c.limitLog).Refused("rpc: batch over MaxBatchLength refused", "elements", n, "limit", c.opts.MaxBatchLength)
 		c.replyBad(jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 			"Invalid Request: batch of %d elements exceeds the limit of %d", n, c.opts.MaxBatchLength))

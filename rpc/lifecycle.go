@@ -167,8 +167,8 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 	// cancellation must not hand its slot to a request that never started.
 	c.dropQueued()
 	c.cancelLive(handlerCause)
-	if c.watchdog != nil {
-		c.watchdog.Stop()
+	if c.in != nil && c.in.watchdog != nil {
+		c.in.watchdog.Stop()
 	}
 	if !graceful {
 		// Unblock a reader waiting for input that will never matter now.
