@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -174,35 +173,13 @@ func (a *Authorizer) Authorize(req *http.Request) error {
 		})
 		if err != nil {
 			// The expired token is sent: the server's 401 starts over.
-			return a.present(req, t)
+			return dpop.Present(req, a.opts.DPoP, t.TokenType, t.AccessToken)
 		}
 		a.mu.Lock()
 		t = a.token
 		a.mu.Unlock()
 	}
-	return a.present(req, t)
-}
-
-// present sets req's credentials to t: "DPoP TOKEN" and a proof for a
-// token bound to Options.DPoP, else "Bearer TOKEN".
-func (a *Authorizer) present(req *http.Request, t *Token) error {
-	if a.opts.DPoP != nil && strings.EqualFold(t.TokenType, "DPoP") {
-		req.Header.Set("Authorization", "DPoP "+t.AccessToken)
-		return a.opts.DPoP.Sign(req, t.AccessToken)
-	}
-	req.Header.Del("DPoP")
-	req.Header.Set("Authorization", "Bearer "+t.AccessToken)
-	return nil
-}
-
-// sentToken is the access token of req's Authorization header, Bearer or
-// DPoP.
-func sentToken(req *http.Request) string {
-	scheme, tok, ok := strings.Cut(req.Header.Get("Authorization"), " ")
-	if !ok || (!strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "DPoP")) {
-		return ""
-	}
-	return strings.TrimSpace(tok)
+	return dpop.Present(req, a.opts.DPoP, t.TokenType, t.AccessToken)
 }
 
 // Refused handles a 401 (a new token: from the store, by refresh, or by
@@ -214,16 +191,8 @@ func (a *Authorizer) Refused(ctx context.Context, req *http.Request, resp *http.
 	if a.opts.DPoP != nil && dpop.IsNonceChallenge(resp) {
 		return a.opts.DPoP.Observe(resp), nil
 	}
-	sent := sentToken(req)
-	// The challenge of the scheme the server asks for: Bearer, else DPoP
-	// (a server that takes DPoP-bound tokens only).
-	var challenge discover.Challenge
-	if cs, err := discover.ParseChallenges(resp.Header.Values("WWW-Authenticate")); err == nil {
-		var ok bool
-		if challenge, ok = discover.Find(cs, "Bearer"); !ok {
-			challenge, _ = discover.Find(cs, "DPoP")
-		}
-	}
+	sent := dpop.PresentedToken(req)
+	challenge := discover.ChallengeOf(resp)
 	server := *req.URL
 	server.RawQuery, server.Fragment = "", ""
 	switch resp.StatusCode {

@@ -2,6 +2,7 @@ package discover
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 )
 
@@ -204,4 +205,20 @@ func (p *challengeParser) quoted() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// ChallengeOf returns the challenge of a refusal (a 401 or 403) that an
+// OAuth client acts on: the Bearer one, else the DPoP one (a server that
+// takes DPoP-bound tokens only); the zero Challenge when there is neither,
+// or the header does not parse.
+func ChallengeOf(resp *http.Response) Challenge {
+	cs, err := ParseChallenges(resp.Header.Values("WWW-Authenticate"))
+	if err != nil {
+		return Challenge{}
+	}
+	if c, ok := Find(cs, "Bearer"); ok {
+		return c
+	}
+	c, _ := Find(cs, "DPoP")
+	return c
 }

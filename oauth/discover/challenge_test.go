@@ -1,6 +1,7 @@
 package discover_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -73,4 +74,22 @@ func FuzzParseChallenges(f *testing.F) {
 			t.Fatalf("value %q: %+v %v", value, cs, err)
 		}
 	})
+}
+
+func TestTheChallengeActedOnIsBearerElseDPoP(t *testing.T) {
+	for _, tc := range []struct {
+		headers []string
+		scheme  string
+	}{
+		{[]string{`DPoP algs="ES256"`, `Bearer scope="a"`}, "Bearer"},
+		{[]string{`DPoP resource_metadata="x"`}, "DPoP"},
+		{[]string{`Basic realm="x"`}, ""},
+		{[]string{`Bearer scope="unterminated`}, ""},
+		{nil, ""},
+	} {
+		resp := &http.Response{Header: http.Header{"Www-Authenticate": tc.headers}}
+		if got := discover.ChallengeOf(resp).Scheme; got != tc.scheme {
+			t.Errorf("%q: scheme %q, want %q", tc.headers, got, tc.scheme)
+		}
+	}
 }

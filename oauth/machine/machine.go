@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -228,18 +227,7 @@ func (a *Authorizer) Authorize(req *http.Request) error {
 			return err
 		}
 	}
-	return a.present(req, t)
-}
-
-// present sets req's credentials to t.
-func (a *Authorizer) present(req *http.Request, t *oauth2.Token) error {
-	if a.opts.DPoP != nil && strings.EqualFold(t.TokenType, "DPoP") {
-		req.Header.Set("Authorization", "DPoP "+t.AccessToken)
-		return a.opts.DPoP.Sign(req, t.AccessToken)
-	}
-	req.Header.Del("DPoP")
-	req.Header.Set("Authorization", "Bearer "+t.AccessToken)
-	return nil
+	return dpop.Present(req, a.opts.DPoP, t.TokenType, t.AccessToken)
 }
 
 // Refused handles a 401: a resource server's demand for a DPoP nonce is
@@ -259,16 +247,10 @@ func (a *Authorizer) Refused(ctx context.Context, req *http.Request, resp *http.
 	if refused != nil {
 		return false, refused
 	}
-	var challenge discover.Challenge
-	if cs, err := discover.ParseChallenges(resp.Header.Values("WWW-Authenticate")); err == nil {
-		var ok bool
-		if challenge, ok = discover.Find(cs, "Bearer"); !ok {
-			challenge, _ = discover.Find(cs, "DPoP")
-		}
-	}
+	challenge := discover.ChallengeOf(resp)
 	server := *req.URL
 	server.RawQuery, server.Fragment = "", ""
-	sent := sentToken(req)
+	sent := dpop.PresentedToken(req)
 	if cur := a.current(); cur != nil && cur.AccessToken != sent {
 		return true, nil // already replaced
 	}
@@ -280,15 +262,6 @@ func (a *Authorizer) Refused(ctx context.Context, req *http.Request, resp *http.
 		return false, err
 	}
 	return true, nil
-}
-
-// sentToken is the access token of req's Authorization header.
-func sentToken(req *http.Request) string {
-	scheme, tok, ok := strings.Cut(req.Header.Get("Authorization"), " ")
-	if !ok || (!strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "DPoP")) {
-		return ""
-	}
-	return strings.TrimSpace(tok)
 }
 
 func (a *Authorizer) current() *oauth2.Token {
