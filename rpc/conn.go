@@ -55,7 +55,8 @@ type Conn struct {
 	// costs no room).
 	finished bool
 	// A pushed connection is made per HTTP request: a Conn is kept within
-	// 760 bytes, the 768-byte size class with the allocator's header.
+	// 632 bytes, the 640-byte size class with the allocator's header (see
+	// TestAPushedConnFitsThe640ByteSizeClass).
 	out output
 
 	// parent is Options.Context: every request's context is its child.

@@ -24,7 +24,7 @@
 // options once (Prepare) and makes each connection from them
 // (Prepared.NewMessages, with the request's context as the handlers'
 // parent): the connections share the resolved options, and a pushed Conn
-// is a single 768-byte object.
+// is a single 640-byte object.
 //
 // Everything below holds on both. What differs is output: over messages
 // there is no queue to coalesce writes in, so each message is one

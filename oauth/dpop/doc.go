@@ -27,4 +27,11 @@
 // more; IsNonceChallenge tells a resource server's demand apart from a
 // refused token, so that the caller sends the request again rather than
 // obtaining a new token.
+//
+// # Presenting a token
+//
+// Present sets a request's credentials: a DPoP-bound token (type DPoP)
+// as "Authorization: DPoP TOKEN" with a fresh proof whose ath is the
+// token's hash, any other token as a bearer token; PresentedToken reads
+// back what a refused request carried.
 package dpop
