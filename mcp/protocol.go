@@ -88,6 +88,9 @@ type Tool struct {
 	InputSchema  json.RawMessage  `json:"inputSchema"`
 	OutputSchema json.RawMessage  `json:"outputSchema,omitempty"`
 	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+	// Execution says whether the tool runs as a task (see TaskSupport);
+	// nil means it never does.
+	Execution *ToolExecution `json:"execution,omitempty"`
 	// Scopes are the OAuth scopes a call of the tool needs, on a server
 	// whose HTTP endpoint is protected (streamable.Options.Protect): a
 	// token without all of them gets 403 insufficient_scope. Declared

@@ -40,6 +40,7 @@ type inputs struct {
 	state     []byte                     // verified requestState payload
 	newState  []byte
 	stateSet  bool
+	task      *taskRun // set once the call runs as a task: Ask parks it
 }
 
 // Ask gets the client's answers to requests, by key. In the legacy era
@@ -51,6 +52,9 @@ type inputs struct {
 // Handlers must therefore be ready to run more than once per call, with
 // the same effects until their last Ask.
 func (in *inputs) Ask(ctx context.Context, requests map[string]mcp.InputRequest) (map[string]json.RawMessage, error) {
+	if in.task != nil {
+		return in.task.ask(ctx, requests)
+	}
 	out := make(map[string]json.RawMessage, len(requests))
 	if !in.modern {
 		keys := make([]string, 0, len(requests))

@@ -53,6 +53,10 @@ type Options struct {
 	// add to those of tools/call. Over stdio nothing is checked. Copied by
 	// New.
 	MethodScopes map[string][]string
+	// Tasks configures tools that run as tasks (mcp.Tool.Execution): the
+	// store, the TTL, the poll interval, and how many may run at once.
+	// Nil means TaskOptions' defaults.
+	Tasks *TaskOptions
 }
 
 // ToolHandler serves one tool. A returned *jsonrpc.Error becomes a protocol
@@ -93,6 +97,7 @@ type Server struct {
 	randomKey    []byte                   // StateKey's default
 	changes      map[string]chan struct{} // prompts, resources: closed at a change
 	updates      map[chan string]struct{} // listen streams' resource updates
+	tasks        *taskRuntime
 }
 
 // New returns a server that introduces itself as info.
@@ -110,6 +115,7 @@ func New(info mcp.Implementation, opts *Options) *Server {
 	meta, _ := json.Marshal(map[string]any{mcp.MetaServerInfo: s.info})
 	s.modernSuffix = append([]byte(`"resultType":"complete","_meta":`), meta...)
 	s.exchange = session{srv: s, stateless: true}
+	s.tasks = newTaskRuntime(s, s.opts.Tasks)
 	return s
 }
 
@@ -319,6 +325,14 @@ func (s *Server) capabilities(modern bool) map[string]any {
 	if !modern {
 		c["logging"] = map[string]any{}
 	}
+	if s.hasTaskTools() {
+		if modern {
+			c["extensions"] = map[string]any{mcp.ExtensionTasks: map[string]any{}}
+		} else {
+			c["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{},
+				"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+		}
+	}
 	return c
 }
 
@@ -361,6 +375,7 @@ type session struct {
 	watching      bool
 	logLevel      string          // legacy logging/setLevel; "info" until set
 	clientCaps    json.RawMessage // legacy: what initialize declared
+	scope         string          // where its anonymous tasks are listed (listScope)
 }
 
 func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
@@ -426,6 +441,8 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 		return ss.callTool(ctx, req, p, version)
 	case mcp.MethodListen:
 		return ss.listen(ctx, req)
+	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
+		return ss.modernTasks(ctx, req, p.Meta)
 	}
 	if res, err, ok := ss.feature(ctx, req, p, version); ok {
 		if err != nil {
@@ -688,7 +705,25 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *mcp.Reques
 		tr.ClientCapabilities = m.ClientCapabilities
 		tr.logLevel = m.LogLevel
 	}
+	if t.tool.Execution.Supports() {
+		ts, err := ss.taskDesign(t, req, m, modern)
+		if err != nil {
+			return nil, err
+		}
+		if ts != nil {
+			return ss.runTask(ctx, t, tr, ts, func(res *mcp.ToolResult, err error) (any, error) {
+				return ss.toolOutcome(ctx, tr, res, err, suffix, target)
+			})
+		}
+	}
 	res, err := t.handler(ctx, tr)
+	return ss.toolOutcome(ctx, tr, res, err, suffix, target)
+}
+
+// toolOutcome encodes what a tool handler returned, as the answer to its
+// request.
+func (ss *session) toolOutcome(ctx context.Context, tr *ToolRequest, res *mcp.ToolResult, err error, suffix []byte, target func() string) (any, error) {
+	modern := suffix != nil
 	switch {
 	case err == nil && res == nil:
 		return (&mcp.ToolResult{Content: []mcp.Content{}}).AppendJSON(make([]byte, 0, 64), suffix), nil
@@ -731,6 +766,8 @@ type ToolRequest struct {
 	last          float64
 	sent          bool
 	encoded       jsonrpc.Encoded // the result, encoded (by AppendJSON: valid, no newline), once the tool returns
+	start         *taskStart      // set when the call may become a task (StartTask)
+	srv           *Server
 }
 
 // WantsProgress reports whether the client asked for progress.
@@ -744,7 +781,7 @@ var ErrProgressNotIncreasing = errors.New("mcp: progress must increase with ever
 // does nothing otherwise). The notification reaches the client before the
 // result; total <= 0 and message "" are left out.
 func (r *ToolRequest) Progress(progress, total float64, message string) error {
-	if r.progressToken == nil {
+	if r.progressToken == nil || r.inTask() {
 		return nil
 	}
 	r.mu.Lock()
@@ -802,6 +839,9 @@ func (r *ToolRequest) RequireClientCapability(name string) error {
 // otherwise it does nothing: a server must never log unasked (2026-07-28:
 // logging is per request). It reports whether the message was sent.
 func (r *ToolRequest) Log(level, logger string, data any) (bool, error) {
+	if r.inTask() {
+		return false, nil // the request has been answered: nothing goes to it
+	}
 	threshold := r.logLevel
 	if threshold == "" && !mcp.IsModern(r.ProtocolVersion) {
 		threshold = "info" // a legacy client that has not called logging/setLevel
@@ -873,6 +913,11 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 		return ss.subscribe(req.Conn(), p, req.Method == "resources/subscribe")
 	case "logging/setLevel":
 		return ss.setLevel(req.Params)
+	case mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel:
+		if !ready {
+			return nil, jsonrpc.Errorf(mcp.CodeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
+		}
+		return ss.legacyTasks(ctx, req, p)
 	}
 	if !ready && slices.Contains(featureMethods, req.Method) {
 		return nil, jsonrpc.Errorf(mcp.CodeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)

@@ -97,11 +97,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 	// client need not send them, but one that does must not say one thing
 	// to an intermediary routing on them and another to the handler.
 	method := methodOf(msg)
-	if e := h.checkHeaders(r.Header, era == mcp.Modern, method, hasHeader, headerVersion, hasBodyVersion, bodyVersion, p.Name, p.URI, p.Arguments); e != nil {
+	bodyName := nameOf(method, p, msg.Params)
+	if e := h.checkHeaders(r.Header, era == mcp.Modern, method, hasHeader, headerVersion, hasBodyVersion, bodyVersion, bodyName, p.Arguments); e != nil {
 		httpError(w, http.StatusBadRequest, id, e.Code, e.Message, nil)
 		return false
 	}
-	if h.prot != nil && !h.authorizeScopes(w, r, ex, id, method, nameOf(method, p.Name, p.URI)) {
+	if h.prot != nil && !h.authorizeScopes(w, r, ex, id, method, bodyName) {
 		return false
 	}
 	if method == mcp.MethodListen && !accept.sse {
@@ -119,13 +120,25 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 }
 
 // nameOf returns the raw member of a request's params that Mcp-Name
-// mirrors, if its method has one.
-func nameOf(method string, name, uri []byte) []byte {
+// mirrors, if its method has one: params.name, params.uri, or (the tasks
+// extension's methods, SEP-2663 "Streamable HTTP: Routing Headers")
+// params.taskId, which only those rare methods need looked up in raw.
+func nameOf(method string, p *mcp.RequestParams, raw []byte) []byte {
 	switch method {
 	case mcp.MethodToolsCall, "prompts/get":
-		return name
+		return p.Name
 	case "resources/read":
-		return uri
+		return p.URI
+	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
+		var id []byte
+		jsonrpc.EachMember(raw, func(key, value []byte) bool {
+			if string(key) == "taskId" {
+				id = value
+				return false
+			}
+			return true
+		})
+		return id
 	}
 	return nil
 }

@@ -616,7 +616,7 @@ func closeAfter(w http.ResponseWriter, r *http.Request, limit int64, timeout tim
 // characters with 400 and HeaderMismatch (2026-07-28 transports, Server
 // Validation). A legacy request is not required to carry them, but the
 // ones it carries are checked all the same.
-func (h *Handler) checkHeaders(hdr http.Header, modern bool, method string, hasHeader bool, headerVersion string, hasBodyVersion bool, bodyVersion string, name, uri, arguments []byte) *jsonrpc.Error {
+func (h *Handler) checkHeaders(hdr http.Header, modern bool, method string, hasHeader bool, headerVersion string, hasBodyVersion bool, bodyVersion string, bodyName, arguments []byte) *jsonrpc.Error {
 	mismatch := func(format string, a ...any) *jsonrpc.Error {
 		return jsonrpc.Errorf(mcp.CodeHeaderMismatch, "Header mismatch: "+format, a...)
 	}
@@ -633,7 +633,6 @@ func (h *Handler) checkHeaders(hdr http.Header, modern bool, method string, hasH
 	if ok && hm != method {
 		return mismatch("%s header value '%s' does not match body value '%s'", mcp.HeaderMethod, hm, method)
 	}
-	bodyName := nameOf(method, name, uri)
 	// The body's name, read in place (no copy unless it has escapes).
 	var want []byte
 	var hasName bool

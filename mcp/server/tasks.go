@@ -1,0 +1,879 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/auth"
+	"github.com/agentwire/agentwire/mcp/tasks"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// TaskOptions configures how tools run as tasks (Options.Tasks). The zero
+// value (or nil) means the documented defaults.
+type TaskOptions struct {
+	// Store keeps the tasks. Nil means a tasks.Memory with its defaults:
+	// this process only. Give every instance behind a load balancer the
+	// same shared store, so that a task created through one can be polled,
+	// answered and cancelled through any.
+	Store tasks.Store
+	// TTL is how long a task is kept once it has ended (ttlMs on the
+	// wire); a running task is never expired. Default 1 hour. A 2025-11-25
+	// client may ask for its own ttl, up to MaxTTL.
+	TTL time.Duration
+	// MaxTTL bounds what a 2025-11-25 client may ask for. Default 24 hours.
+	MaxTTL time.Duration
+	// PollInterval is the interval clients are told to poll at
+	// (pollIntervalMs). Default 1 second.
+	PollInterval time.Duration
+	// MaxRunning bounds the task handlers running in this process at
+	// once. Default 1,000. Beyond it a tool that may run as a task runs
+	// in its request instead, and one that must is refused (-32000,
+	// counted in TaskStats.Refused).
+	MaxRunning int
+	// Now is the clock of the tasks' timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// TaskStats counts the tasks this server has run.
+type TaskStats struct {
+	Created   int64 // tasks created here
+	Running   int64 // task handlers running here now
+	Completed int64
+	Failed    int64 // ended with a protocol error (a panic included)
+	Cancelled int64 // stopped by tasks/cancel
+	Refused   int64 // not created: MaxRunning reached or the store full
+	Panics    int64 // task handlers that panicked
+}
+
+// Errors a task handler's context ends with (context.Cause).
+var (
+	// ErrTaskCancelled: the client cancelled the task (tasks/cancel).
+	ErrTaskCancelled = errors.New("mcp: the task was cancelled by the client")
+	// ErrServerShutdown: Server.Shutdown stopped the task.
+	ErrServerShutdown = errors.New("mcp: the server is shutting down")
+)
+
+// taskRuntime runs the tasks of one Server: the handlers running here,
+// and the one store subscription that tells them of answers and
+// cancellations (which may arrive through another instance).
+type taskRuntime struct {
+	srv   *Server
+	store tasks.Store
+	opts  TaskOptions
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	running  map[string]*taskRun
+	watchers map[*taskWatch]struct{}
+	subStop  func() // the store subscription, while anything needs it
+	closed   bool
+	wg       sync.WaitGroup
+
+	created, completed, failed, cancelled, refused, panics atomic.Int64
+}
+
+func newTaskRuntime(s *Server, o *TaskOptions) *taskRuntime {
+	rt := &taskRuntime{srv: s, log: s.opts.Logger, running: map[string]*taskRun{}, watchers: map[*taskWatch]struct{}{}}
+	if o != nil {
+		rt.opts = *o
+	}
+	if rt.opts.Store == nil {
+		rt.opts.Store = tasks.NewMemory(&tasks.MemoryOptions{Logger: s.opts.Logger})
+	}
+	rt.store = rt.opts.Store
+	if rt.opts.TTL <= 0 {
+		rt.opts.TTL = time.Hour
+	}
+	if rt.opts.MaxTTL <= 0 {
+		rt.opts.MaxTTL = 24 * time.Hour
+	}
+	if rt.opts.PollInterval <= 0 {
+		rt.opts.PollInterval = time.Second
+	}
+	if rt.opts.MaxRunning <= 0 {
+		rt.opts.MaxRunning = 1000
+	}
+	if rt.opts.Now == nil {
+		rt.opts.Now = time.Now
+	}
+	return rt
+}
+
+// TaskStats reports what the server's tasks have done.
+func (s *Server) TaskStats() TaskStats {
+	rt := s.tasks
+	rt.mu.Lock()
+	running := int64(len(rt.running))
+	rt.mu.Unlock()
+	return TaskStats{Created: rt.created.Load(), Running: running, Completed: rt.completed.Load(), Failed: rt.failed.Load(),
+		Cancelled: rt.cancelled.Load(), Refused: rt.refused.Load(), Panics: rt.panics.Load()}
+}
+
+// Shutdown stops the task handlers running in this process (their
+// context ends with ErrServerShutdown; a task still running when its
+// handler returns is marked failed) and waits for them until ctx is done.
+// Tasks that have ended stay in the store. Later task-augmented calls run
+// in their request, or are refused when the tool requires a task.
+func (s *Server) Shutdown(ctx context.Context) error {
+	rt := s.tasks
+	rt.mu.Lock()
+	rt.closed = true
+	for _, run := range rt.running {
+		run.cancel(ErrServerShutdown)
+	}
+	rt.mu.Unlock()
+	done := make(chan struct{})
+	go func() { rt.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// retainLocked starts the store subscription when the first run or
+// watcher needs it; releaseLocked stops it after the last.
+func (rt *taskRuntime) retainLocked() error {
+	if rt.subStop != nil {
+		return nil
+	}
+	stop, err := rt.store.Subscribe(context.Background(), rt.onEvent)
+	if err != nil {
+		return fmt.Errorf("mcp: subscribing to the task store: %w", err)
+	}
+	rt.subStop = stop
+	return nil
+}
+
+func (rt *taskRuntime) releaseLocked() {
+	if rt.subStop != nil && len(rt.running) == 0 && len(rt.watchers) == 0 {
+		rt.subStop()
+		rt.subStop = nil
+	}
+}
+
+// onEvent passes a change on to the handler running the task here (an
+// answer, a cancellation) and to the listen streams watching it.
+func (rt *taskRuntime) onEvent(ev tasks.Event) {
+	t := ev.Task
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if run := rt.running[t.ID]; run != nil {
+		if t.CancelRequested || t.Status == tasks.Cancelled {
+			run.cancel(ErrTaskCancelled)
+		} else {
+			select {
+			case run.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	for w := range rt.watchers {
+		if slices.Contains(w.ids, t.ID) && (w.owner == "" || w.owner == t.Owner) {
+			w.push(t)
+		}
+	}
+}
+
+// ownerOf is the key a task is bound to: the verified identity of the
+// request, when there is one.
+func ownerOf(ctx context.Context) string {
+	id := auth.IdentityFrom(ctx)
+	if id == nil {
+		return ""
+	}
+	who := id.Subject
+	if who == "" {
+		who = "client:" + id.ClientID
+	}
+	return id.Issuer + "\x00" + who
+}
+
+// newTaskID returns an unguessable id: 128 random bits, base64url.
+func newTaskID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// taskRun is one task handler running in this process.
+type taskRun struct {
+	rt     *taskRuntime
+	id     string
+	design string
+	cancel context.CancelCauseFunc
+	wake   chan struct{} // a change to the task (an answer) may concern it
+	keys   map[string]bool
+}
+
+// taskStart is what a task-augmented tools/call's request waits for: the
+// task created (then it answers CreateTaskResult) or the handler done
+// before it made one (then it answers as a plain call would).
+type taskStart struct {
+	design   string // mcp.LatestVersion or mcp.LatestLegacyVersion
+	ttl      time.Duration
+	required bool
+	started  chan *tasks.Task // the created task, once
+	run      *taskRun
+	ctx      context.Context // the task's context, once started
+	scope    string
+}
+
+// StartTask makes the call a task, when the server decided it runs as
+// one, and returns the context the handler continues under: it outlives
+// the request and ends when the client cancels the task (ErrTaskCancelled)
+// or the server shuts down (ErrServerShutdown). The client is answered
+// with the task at once; what the handler returns becomes the task's
+// result. From then on Ask and Elicit park the task as input_required
+// until the client answers (tasks/update, or a 2025-11-25 tasks/result),
+// and Progress and Log send nothing (SetStatusMessage tells the client
+// how it goes).
+//
+// A tool whose Execution has DeferTask calls it after gathering input in
+// the request's own rounds (2026-07-28 multi-round-trip); for any other
+// task-supporting tool the server has called it before the handler. When
+// the call is not a task (the tool or the client does not support one,
+// or the server has no room), StartTask returns ctx and the handler goes
+// on in the request.
+func (r *ToolRequest) StartTask(ctx context.Context) (context.Context, error) {
+	ts := r.start
+	if ts == nil {
+		return ctx, nil
+	}
+	if ts.run != nil {
+		return ts.ctx, nil
+	}
+	rt := r.srv.tasks
+	now := rt.opts.Now().UTC()
+	rec := &tasks.Task{
+		ID: newTaskID(), Owner: ownerOf(ctx), Scope: ts.scope, Design: ts.design, Tool: r.Name,
+		Status: tasks.Working, CreatedAt: now, LastUpdatedAt: now, TTL: ts.ttl, PollInterval: rt.opts.PollInterval,
+	}
+	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	run := &taskRun{rt: rt, id: rec.ID, design: ts.design, cancel: cancel, wake: make(chan struct{}, 1), keys: map[string]bool{}}
+	refuse := func(why string, err error) (context.Context, error) {
+		cancel(nil)
+		rt.refused.Add(1)
+		rt.log.Warn("mcp: a task is refused", "tool", r.Name, "reason", why, "error", err)
+		if ts.required {
+			return ctx, jsonrpc.NewError(jsonrpc.CodeServerBusy, "server busy: cannot start a task now ("+why+")", map[string]any{"reason": "tasks_unavailable"})
+		}
+		r.start = nil // run in the request instead
+		return ctx, nil
+	}
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return refuse("the server is shutting down", nil)
+	}
+	if len(rt.running) >= rt.opts.MaxRunning {
+		rt.mu.Unlock()
+		return refuse(fmt.Sprintf("%d tasks running, the most allowed", rt.opts.MaxRunning), nil)
+	}
+	// Registered before the store has it, so that a cancellation coming
+	// right after creation finds it.
+	rt.running[rec.ID] = run
+	err := rt.retainLocked()
+	rt.mu.Unlock()
+	if err == nil {
+		err = rt.store.Create(ctx, rec)
+	}
+	if err != nil {
+		rt.mu.Lock()
+		delete(rt.running, rec.ID)
+		rt.releaseLocked()
+		rt.mu.Unlock()
+		return refuse("the task store refused it", err)
+	}
+	rt.created.Add(1)
+	rt.wg.Add(1)
+	ts.run, ts.ctx = run, tctx
+	r.inputs.task = run
+	ts.started <- rec
+	return tctx, nil
+}
+
+// SetStatusMessage sets the task's statusMessage (what tasks/get shows of
+// how it goes). It does nothing when the call is not a task.
+func (r *ToolRequest) SetStatusMessage(msg string) error {
+	if r.start == nil || r.start.run == nil {
+		return nil
+	}
+	rt := r.srv.tasks
+	_, err := rt.store.Update(context.Background(), r.start.run.id, func(t *tasks.Task) error {
+		t.StatusMessage = msg
+		t.LastUpdatedAt = rt.opts.Now().UTC()
+		return nil
+	})
+	return err
+}
+
+// inTask reports whether the handler now runs as a task (nothing more is
+// sent on the request).
+func (r *ToolRequest) inTask() bool { return r.start != nil && r.start.run != nil }
+
+// finish records what the handler of a started task came to.
+func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, panicked any) {
+	rt := run.rt
+	defer func() {
+		rt.mu.Lock()
+		delete(rt.running, run.id)
+		rt.releaseLocked()
+		rt.mu.Unlock()
+		run.cancel(nil)
+		rt.wg.Done()
+	}()
+	status, result, errObj := tasks.Completed, json.RawMessage(nil), json.RawMessage(nil)
+	cause := context.Cause(ctx)
+	switch {
+	case panicked != nil:
+		rt.panics.Add(1)
+		rt.log.Error("mcp: a task handler panicked", "task", run.id, "panic", panicked, "stack", string(debug.Stack()))
+		status = tasks.Failed
+		errObj, _ = json.Marshal(jsonrpc.NewError(jsonrpc.CodeInternalError, fmt.Sprintf("Internal error: the tool panicked: %v", panicked),
+			map[string]any{"exception": fmt.Sprintf("%T", panicked), "panic": true}))
+	case errors.Is(cause, ErrTaskCancelled):
+		return // tasks/cancel has recorded it
+	case err == nil:
+		if res == nil {
+			res = &mcp.ToolResult{}
+		}
+		if res.Content == nil {
+			res.Content = []mcp.Content{}
+		}
+		result = res.AppendJSON(nil, nil)
+	default:
+		var je *jsonrpc.Error
+		switch {
+		case errors.As(err, &je):
+			status = tasks.Failed
+			errObj, _ = json.Marshal(je)
+		case errors.Is(cause, ErrServerShutdown):
+			status = tasks.Failed
+			errObj, _ = json.Marshal(jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: the server shut down before the task ended", nil))
+		default:
+			result = mcp.ErrorResult(err.Error()).AppendJSON(nil, nil)
+		}
+	}
+	update := func(t *tasks.Task) error {
+		if t.Status.Terminal() {
+			return errTaskEnded
+		}
+		t.Status, t.Result, t.Error = status, result, errObj
+		t.InputRequests, t.Responses = nil, nil
+		t.LastUpdatedAt = rt.opts.Now().UTC()
+		t.EndedAt = t.LastUpdatedAt
+		return nil
+	}
+	_, uerr := rt.store.Update(context.Background(), run.id, update)
+	if errors.Is(uerr, tasks.ErrTooLarge) || errors.Is(uerr, tasks.ErrFull) {
+		status, result = tasks.Failed, nil
+		errObj, _ = json.Marshal(jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: the task's result is larger than the task store keeps", nil))
+		_, uerr = rt.store.Update(context.Background(), run.id, update)
+	}
+	switch {
+	case errors.Is(uerr, errTaskEnded):
+		return
+	case uerr != nil:
+		rt.log.Error("mcp: a task's outcome could not be stored", "task", run.id, "error", uerr)
+		return
+	}
+	if status == tasks.Failed {
+		rt.failed.Add(1)
+	} else {
+		rt.completed.Add(1)
+	}
+}
+
+var errTaskEnded = errors.New("mcp: the task has ended")
+
+// ask parks the task as input_required with requests until the client
+// has answered every one (through any instance), and returns the answers
+// by the handler's keys.
+func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputRequest) (map[string]json.RawMessage, error) {
+	rt := run.rt
+	wire := make(map[string]string, len(requests)) // handler key -> the key the client answers
+	encoded := make(map[string]json.RawMessage, len(requests))
+	keys := make([]string, 0, len(requests))
+	for k := range requests {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		wk := k
+		for n := 2; run.keys[wk]; n++ {
+			wk = fmt.Sprintf("%s~%d", k, n)
+		}
+		run.keys[wk] = true
+		wire[k] = wk
+		b, err := json.Marshal(requests[k])
+		if err != nil {
+			return nil, fmt.Errorf("mcp: encoding the input request %q: %w", k, err)
+		}
+		encoded[wk] = b
+	}
+	if _, err := rt.store.Update(ctx, run.id, func(t *tasks.Task) error {
+		if t.Status.Terminal() {
+			return errTaskEnded
+		}
+		if t.InputRequests == nil {
+			t.InputRequests = map[string]json.RawMessage{}
+		}
+		for wk, b := range encoded {
+			t.InputRequests[wk] = b
+		}
+		t.Keys += len(encoded)
+		t.Status = tasks.InputRequired
+		t.LastUpdatedAt = rt.opts.Now().UTC()
+		return nil
+	}); err != nil {
+		return nil, taskStopped(ctx, err)
+	}
+	// Answers are told by the store's events; a store that can lose them
+	// is read again now and then all the same.
+	recheck := time.NewTicker(2 * time.Second)
+	defer recheck.Stop()
+	for {
+		var out map[string]json.RawMessage
+		_, err := rt.store.Update(ctx, run.id, func(t *tasks.Task) error {
+			if t.Status.Terminal() {
+				return errTaskEnded
+			}
+			for _, wk := range wire {
+				if _, ok := t.Responses[wk]; !ok {
+					return errNotYet
+				}
+			}
+			out = make(map[string]json.RawMessage, len(wire))
+			for k, wk := range wire {
+				out[k] = t.Responses[wk]
+				delete(t.Responses, wk)
+			}
+			if len(t.InputRequests) == 0 {
+				t.Status = tasks.Working
+			}
+			t.LastUpdatedAt = rt.opts.Now().UTC()
+			return nil
+		})
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, errNotYet) {
+			return nil, taskStopped(ctx, err)
+		}
+		select {
+		case <-run.wake:
+		case <-recheck.C:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+var errNotYet = errors.New("mcp: not every input has been answered")
+
+func taskStopped(ctx context.Context, err error) error {
+	if c := context.Cause(ctx); c != nil {
+		return c
+	}
+	if errors.Is(err, errTaskEnded) {
+		return ErrTaskCancelled
+	}
+	return err
+}
+
+// ----- the task-augmented tools/call -----
+
+// taskDesign decides whether a tools/call runs as a task, and in which
+// design: "" for a plain call, or an error for a tool that must run as a
+// task called by a client that cannot take one.
+func (ss *session) taskDesign(t *registeredTool, req *rpc.Request, m *mcp.RequestMeta, modern bool) (*taskStart, error) {
+	ex := t.tool.Execution
+	if modern {
+		declared := m != nil && mcp.DeclaresTasks(m.ClientCapabilities)
+		if !ex.Supports() {
+			return nil, nil // a sync tool: a legacy "task" hint is tolerated and ignored
+		}
+		if !declared {
+			if ex.Requires() {
+				return nil, mcp.MissingTasksExtension(fmt.Sprintf("Tool %s must run as a task: the request's client capabilities must declare the %s extension", t.tool.Name, mcp.ExtensionTasks))
+			}
+			return nil, nil
+		}
+		return &taskStart{design: mcp.LatestVersion, ttl: ss.srv.tasks.opts.TTL, required: ex.Requires(), started: make(chan *tasks.Task, 1)}, nil
+	}
+	// 2025-11-25: the client asks with params.task.
+	var taskParam []byte
+	jsonrpc.EachMember(req.Params, func(key, value []byte) bool {
+		if string(key) == "task" {
+			taskParam = value
+			return false
+		}
+		return true
+	})
+	asked := len(taskParam) > 0 && taskParam[0] == '{'
+	if !asked {
+		if ex.Requires() {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "tool %s must run as a task: call it with params.task (execution.taskSupport is required)", t.tool.Name)
+		}
+		return nil, nil
+	}
+	if !ex.Supports() {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "tool %s does not run as a task (execution.taskSupport is forbidden): call it without params.task", t.tool.Name)
+	}
+	rt := ss.srv.tasks
+	ttl := rt.opts.TTL
+	var tp struct {
+		TTL *float64 `json:"ttl"`
+	}
+	if json.Unmarshal(taskParam, &tp) == nil && tp.TTL != nil && *tp.TTL > 0 {
+		ttl = min(time.Duration(*tp.TTL*float64(time.Millisecond)), rt.opts.MaxTTL)
+	}
+	return &taskStart{design: mcp.LatestLegacyVersion, ttl: ttl, required: ex.Requires(), started: make(chan *tasks.Task, 1), scope: ss.listScope()}, nil
+}
+
+// runTask runs a tools/call that may become a task: the handler on a
+// goroutine of its own, and this request waiting for the task to be
+// created or for the handler to end without one.
+func (ss *session) runTask(ctx context.Context, t *registeredTool, tr *ToolRequest, ts *taskStart, finishPlain func(*mcp.ToolResult, error) (any, error)) (any, error) {
+	tr.start, tr.srv = ts, ss.srv
+	type outcome struct {
+		res *mcp.ToolResult
+		err error
+	}
+	ended := make(chan outcome, 1)
+	go func() {
+		hctx := ctx
+		var res *mcp.ToolResult
+		var err error
+		var panicked any
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					panicked = p
+				}
+			}()
+			if !t.tool.Execution.DeferTask {
+				if hctx, err = tr.StartTask(ctx); err != nil {
+					return
+				}
+			}
+			res, err = t.handler(hctx, tr)
+		}()
+		if tr.inTask() {
+			tr.start.run.finish(tr.start.ctx, res, err, panicked)
+			return
+		}
+		if panicked != nil {
+			ss.srv.opts.Logger.Error("mcp: a tool handler panicked", "tool", t.tool.Name, "panic", panicked, "stack", string(debug.Stack()))
+			err = jsonrpc.NewError(jsonrpc.CodeInternalError, fmt.Sprintf("Internal error: handler panicked: %v", panicked),
+				map[string]any{"exception": fmt.Sprintf("%T", panicked), "panic": true})
+		}
+		ended <- outcome{res, err}
+	}()
+	select {
+	case rec := <-ts.started:
+		return ss.srv.createTaskResult(rec), nil
+	case o := <-ended:
+		return finishPlain(o.res, o.err)
+	}
+}
+
+// ----- what the wire shows of a task -----
+
+func wireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// taskFields are a task's common fields in its design's names.
+func taskFields(t *tasks.Task) map[string]any {
+	r := map[string]any{
+		"taskId":        t.ID,
+		"status":        string(t.Status),
+		"createdAt":     wireTime(t.CreatedAt),
+		"lastUpdatedAt": wireTime(t.LastUpdatedAt),
+	}
+	if t.StatusMessage != "" {
+		r["statusMessage"] = t.StatusMessage
+	}
+	ttl, poll := max(t.TTL.Milliseconds(), 1), max(t.PollInterval.Milliseconds(), 1)
+	if t.Design == mcp.LatestLegacyVersion {
+		r["ttl"], r["pollInterval"] = ttl, poll
+	} else {
+		r["ttlMs"], r["pollIntervalMs"] = ttl, poll
+	}
+	return r
+}
+
+// createTaskResult answers the tools/call that created rec.
+func (s *Server) createTaskResult(rec *tasks.Task) any {
+	f := taskFields(rec)
+	if rec.Design == mcp.LatestLegacyVersion {
+		return map[string]any{"task": f}
+	}
+	f["resultType"] = mcp.ResultTypeTask
+	f["_meta"] = map[string]any{mcp.MetaServerInfo: s.info}
+	return f
+}
+
+// detailedTask is a 2026-07-28 tasks/get answer (and a notifications/tasks
+// payload): the task with what its status carries inlined.
+func detailedTask(t *tasks.Task) map[string]any {
+	r := taskFields(t)
+	switch t.Status {
+	case tasks.InputRequired:
+		reqs := map[string]json.RawMessage{}
+		for k, v := range t.InputRequests {
+			reqs[k] = v
+		}
+		r["inputRequests"] = reqs
+	case tasks.Completed:
+		r["result"] = json.RawMessage(t.Result)
+	case tasks.Failed:
+		r["error"] = json.RawMessage(t.Error)
+	}
+	return r
+}
+
+// ----- tasks/* -----
+
+type taskParams struct {
+	TaskID         *string         `json:"taskId"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+}
+
+func parseTaskParams(raw []byte) (taskParams, error) {
+	var p taskParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return p, mcp.InvalidParams("invalid params: %v", err)
+	}
+	if p.TaskID == nil || *p.TaskID == "" {
+		return p, mcp.InvalidParams("invalid params: taskId is required")
+	}
+	return p, nil
+}
+
+// findTask reads a task the caller may see: an unknown id, an expired
+// task and another owner's task are the same -32602 (nothing tells them
+// apart, so ids cannot be probed).
+func (ss *session) findTask(ctx context.Context, id string, design string) (*tasks.Task, error) {
+	t, err := ss.srv.tasks.store.Get(ctx, id)
+	if err == nil && (t.Owner != ownerOf(ctx) || (design != "" && t.Design != design)) {
+		err = tasks.ErrNotFound
+	}
+	if errors.Is(err, tasks.ErrNotFound) {
+		return nil, mcp.InvalidParams("invalid params: unknown task %q (never created, expired, or not yours)", truncateID(id))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mcp: the task store: %w", err)
+	}
+	return t, nil
+}
+
+func truncateID(id string) string {
+	if len(id) > 64 {
+		return id[:64] + "…"
+	}
+	return id
+}
+
+// modernTasks serves tasks/get, tasks/update and tasks/cancel (2026-07-28).
+func (ss *session) modernTasks(ctx context.Context, req *rpc.Request, m *mcp.RequestMeta) (any, error) {
+	if m == nil || !mcp.DeclaresTasks(m.ClientCapabilities) {
+		return nil, mcp.MissingTasksExtension(fmt.Sprintf("%s needs the %s extension declared in the request's client capabilities", req.Method, mcp.ExtensionTasks))
+	}
+	p, err := parseTaskParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	t, err := ss.findTask(ctx, *p.TaskID, mcp.LatestVersion)
+	if err != nil {
+		return nil, err
+	}
+	rt := ss.srv.tasks
+	switch req.Method {
+	case mcp.MethodTasksGet:
+		return ss.modernResult(detailedTask(t)), nil
+	case mcp.MethodTasksUpdate:
+		var answers map[string]json.RawMessage
+		if err := json.Unmarshal(p.InputResponses, &answers); err != nil || answers == nil {
+			return nil, mcp.InvalidParams("invalid params: inputResponses must be an object")
+		}
+		if err := rt.answer(ctx, t.ID, answers); err != nil {
+			return nil, err
+		}
+		return ss.modernResult(map[string]any{}), nil
+	default: // tasks/cancel
+		if err := rt.cancelTask(ctx, t.ID); err != nil {
+			return nil, err
+		}
+		return ss.modernResult(map[string]any{}), nil
+	}
+}
+
+// answer files the client's answers with the task's outstanding input
+// requests; answers to keys it does not wait on (unknown, or answered
+// already) are ignored.
+func (rt *taskRuntime) answer(ctx context.Context, id string, answers map[string]json.RawMessage) error {
+	_, err := rt.store.Update(ctx, id, func(t *tasks.Task) error {
+		if t.Status.Terminal() {
+			return errTaskEnded
+		}
+		took := false
+		for k, v := range answers {
+			if _, ok := t.InputRequests[k]; !ok || len(v) == 0 || v[0] != '{' {
+				continue
+			}
+			if t.Responses == nil {
+				t.Responses = map[string]json.RawMessage{}
+			}
+			t.Responses[k] = v
+			delete(t.InputRequests, k)
+			took = true
+		}
+		if !took {
+			return errNothingTaken
+		}
+		if len(t.InputRequests) == 0 && t.Status == tasks.InputRequired {
+			t.Status = tasks.Working
+		}
+		t.LastUpdatedAt = rt.opts.Now().UTC()
+		return nil
+	})
+	if errors.Is(err, errTaskEnded) || errors.Is(err, errNothingTaken) {
+		return nil
+	}
+	return err
+}
+
+var errNothingTaken = errors.New("mcp: no answer matched an outstanding input request")
+
+// cancelTask marks a live task cancelled and stops its handler (here, or
+// through the store's event, on the instance running it); an ended task
+// is left as it is.
+func (rt *taskRuntime) cancelTask(ctx context.Context, id string) error {
+	_, err := rt.store.Update(ctx, id, func(t *tasks.Task) error {
+		if t.Status.Terminal() {
+			return errTaskEnded
+		}
+		now := rt.opts.Now().UTC()
+		t.Status, t.CancelRequested = tasks.Cancelled, true
+		t.StatusMessage = "cancelled by the client"
+		t.InputRequests, t.Responses = nil, nil
+		t.LastUpdatedAt, t.EndedAt = now, now
+		return nil
+	})
+	if errors.Is(err, errTaskEnded) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rt.cancelled.Add(1)
+	rt.mu.Lock()
+	if run := rt.running[id]; run != nil {
+		run.cancel(ErrTaskCancelled)
+	}
+	rt.mu.Unlock()
+	return nil
+}
+
+// listScope is where this connection's tasks made without an identity
+// are listed (2025-11-25 tasks/list): a stream connection has its own;
+// a stateless HTTP request none.
+func (ss *session) listScope() string {
+	if ss.stateless {
+		return ""
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.scope == "" {
+		ss.scope = "conn:" + newTaskID()
+	}
+	return ss.scope
+}
+
+// ----- watching tasks from a listen stream -----
+
+// taskWatch is a listen stream's interest in some tasks: their changes,
+// latest per task, waiting to be sent.
+type taskWatch struct {
+	ids   []string
+	owner string
+	mu    sync.Mutex
+	next  map[string]*tasks.Task
+	order []string
+	ready chan struct{}
+}
+
+func (w *taskWatch) push(t *tasks.Task) {
+	w.mu.Lock()
+	if w.next == nil {
+		w.next = map[string]*tasks.Task{}
+	}
+	if _, ok := w.next[t.ID]; !ok {
+		w.order = append(w.order, t.ID)
+	}
+	w.next[t.ID] = t
+	w.mu.Unlock()
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the changes waiting, oldest task first.
+func (w *taskWatch) take() []*tasks.Task {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*tasks.Task, 0, len(w.order))
+	for _, id := range w.order {
+		out = append(out, w.next[id])
+	}
+	w.next, w.order = nil, nil
+	return out
+}
+
+func (rt *taskRuntime) watch(ids []string, owner string) (*taskWatch, error) {
+	w := &taskWatch{ids: ids, owner: owner, ready: make(chan struct{}, 1)}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.watchers[w] = struct{}{}
+	if err := rt.retainLocked(); err != nil {
+		delete(rt.watchers, w)
+		return nil, err
+	}
+	return w, nil
+}
+
+func (rt *taskRuntime) unwatch(w *taskWatch) {
+	rt.mu.Lock()
+	delete(rt.watchers, w)
+	rt.releaseLocked()
+	rt.mu.Unlock()
+}
+
+// hasTaskTools reports whether any tool may run as a task (the server
+// then advertises the extension and the 2025-11-25 capability).
+func (s *Server) hasTaskTools() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tools.items {
+		if t.tool.Execution.Supports() {
+			return true
+		}
+	}
+	return false
+}

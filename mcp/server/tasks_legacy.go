@@ -1,0 +1,166 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/tasks"
+	"github.com/agentwire/agentwire/rpc"
+)
+
+// The 2025-11-25 design of tasks: tasks/get, tasks/result (which waits
+// for the end, and is where a task that needs input asks for it),
+// tasks/list and tasks/cancel. The tasks are the same tasks as the
+// extension's, in the same store; each is read back only in the design
+// it was created in.
+
+func (ss *session) legacyTasks(ctx context.Context, req *rpc.Request, p *mcp.RequestParams) (any, error) {
+	rt := ss.srv.tasks
+	if req.Method == mcp.MethodTasksList {
+		cursor := ""
+		if p.Cursor != nil {
+			c, ok := jsonrpc.StringValue(p.Cursor)
+			if !ok {
+				return nil, mcp.InvalidParams("invalid params: cursor must be a string")
+			}
+			cursor = c
+		}
+		owner, scope := ownerOf(ctx), ss.listScope()
+		list := []any{}
+		next := ""
+		if owner != "" || scope != "" { // a stateless anonymous request lists nothing: ids are its only key
+			ts, n, err := rt.store.List(ctx, owner, scope, cursor, max(ss.srv.opts.PageSize, 0))
+			if err != nil {
+				return nil, mcp.InvalidParams("invalid params: %v", err)
+			}
+			for _, t := range ts {
+				if t.Design == mcp.LatestLegacyVersion {
+					list = append(list, taskFields(t))
+				}
+			}
+			next = n
+		}
+		r := map[string]any{"tasks": list}
+		if next != "" {
+			r["nextCursor"] = next
+		}
+		return r, nil
+	}
+	tp, err := parseTaskParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	t, err := ss.findTask(ctx, *tp.TaskID, mcp.LatestLegacyVersion)
+	if err != nil {
+		return nil, err
+	}
+	switch req.Method {
+	case mcp.MethodTasksGet:
+		return taskFields(t), nil
+	case mcp.MethodTasksCancel:
+		if t.Status.Terminal() {
+			return nil, mcp.InvalidParams("invalid params: task %q has already ended (%s) and cannot be cancelled", t.ID, t.Status)
+		}
+		if err := rt.cancelTask(ctx, t.ID); err != nil {
+			return nil, err
+		}
+		if t, err = rt.store.Get(ctx, t.ID); err != nil {
+			return nil, err
+		}
+		return taskFields(t), nil
+	}
+	return ss.taskResult(ctx, req, t)
+}
+
+// relatedTask is the _meta that ties a message to its task.
+func relatedTask(id string) map[string]any {
+	return map[string]any{mcp.MetaRelatedTask: map[string]any{"taskId": id}}
+}
+
+// taskResult serves 2025-11-25 tasks/result: it waits until the task has
+// ended and returns exactly what the call would have (its result, or its
+// error). While the task waits on input, the requests are sent to the
+// client on this request's connection, as requests of the server's own
+// tied to the task, and the answers go to the task.
+func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Task) (any, error) {
+	rt := ss.srv.tasks
+	w, err := rt.watch([]string{t.ID}, t.Owner)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.unwatch(w)
+	asked := map[string]bool{} // keys sent from here, not to be sent twice
+	recheck := time.NewTicker(2 * time.Second)
+	defer recheck.Stop()
+	for {
+		if t, err = rt.store.Get(ctx, t.ID); err != nil {
+			if errors.Is(err, tasks.ErrNotFound) {
+				return nil, mcp.InvalidParams("invalid params: the task %q has expired", t.ID)
+			}
+			return nil, err
+		}
+		switch t.Status {
+		case tasks.Completed:
+			var res map[string]any
+			if err := json.Unmarshal(t.Result, &res); err != nil {
+				return nil, err
+			}
+			meta, _ := res["_meta"].(map[string]any)
+			if meta == nil {
+				meta = map[string]any{}
+			}
+			maps.Copy(meta, relatedTask(t.ID))
+			res["_meta"] = meta
+			return res, nil
+		case tasks.Failed:
+			var je jsonrpc.Error
+			if err := json.Unmarshal(t.Error, &je); err != nil || je.Code == 0 {
+				return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: the task failed", relatedTask(t.ID))
+			}
+			return nil, &je
+		case tasks.Cancelled:
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the task was cancelled", relatedTask(t.ID))
+		case tasks.InputRequired:
+			keys := slices.Sorted(maps.Keys(t.InputRequests))
+			for _, k := range keys {
+				if asked[k] {
+					continue
+				}
+				asked[k] = true
+				var ir struct {
+					Method string         `json:"method"`
+					Params map[string]any `json:"params"`
+				}
+				if err := json.Unmarshal(t.InputRequests[k], &ir); err != nil {
+					continue
+				}
+				if ir.Params == nil {
+					ir.Params = map[string]any{}
+				}
+				ir.Params["_meta"] = relatedTask(t.ID)
+				k := k
+				go func() {
+					res, err := req.Conn().Call(ctx, ir.Method, ir.Params)
+					if err != nil {
+						ss.srv.opts.Logger.Info("mcp: a task's input request got no answer", "task", t.ID, "method", ir.Method, "error", err)
+						return
+					}
+					rt.answer(context.WithoutCancel(ctx), t.ID, map[string]json.RawMessage{k: res})
+				}()
+			}
+		}
+		select {
+		case <-w.ready:
+			w.take()
+		case <-recheck.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
