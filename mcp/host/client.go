@@ -808,6 +808,8 @@ func checkResultType(res json.RawMessage) error {
 		return nil
 	case mcp.ResultTypeInputRequired:
 		return mcp.ErrInputRequired
+	case mcp.ResultTypeTask:
+		return nil // a task (the tasks extension): the caller reads it
 	}
 	return fmt.Errorf("mcp: unknown resultType %q", t)
 }
@@ -972,12 +974,28 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 			res, err = s.t.Call(ctx, mcp.MethodToolsCall, p, nil, copts...)
 		}
 	}
+	if err != nil && requiresTasks(err) && co.progress == nil {
+		// The tool runs only as a task, which this client can take.
+		t, terr := s.StartTool(ctx, name, args)
+		if terr != nil {
+			return nil, terr
+		}
+		return t.Wait(ctx, nil)
+	}
 	if err != nil {
 		s.forgetOn(err)
 		return nil, err
 	}
 	if res, err = s.answerInput(ctx, mcp.MethodToolsCall, p, res, copts); err != nil {
 		return nil, err
+	}
+	if isTaskResult(res, s.era == mcp.Modern) {
+		// The server made the call a task: wait for it.
+		t, err := s.taskOrResult(res)
+		if err != nil {
+			return nil, err
+		}
+		return t.Wait(ctx, nil)
 	}
 	var r mcp.ToolResult
 	if err := json.Unmarshal(res, &r); err != nil {

@@ -331,6 +331,7 @@ type envelope struct {
 	} `json:"_meta"`
 	Name      string                     `json:"name"`
 	URI       string                     `json:"uri"`
+	TaskID    string                     `json:"taskId"`
 	Arguments map[string]json.RawMessage `json:"arguments"`
 }
 
@@ -414,6 +415,11 @@ func (t *httpTransport) setHeaders(req *http.Request, method string, params []by
 		case "resources/read":
 			if env.URI != "" {
 				h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(env.URI))
+			}
+		case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
+			// The tasks extension's routing header (SEP-2663).
+			if env.TaskID != "" {
+				h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(env.TaskID))
 			}
 		}
 	} else if version != "" {
