@@ -47,6 +47,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	params := fs.String("params", "", "the request's params, as JSON")
 	tool := fs.String("tool", "", "call this tool (tools/call)")
 	toolArgs := fs.String("args", "{}", "the tool's arguments, as JSON (with --tool)")
+	asTask := fs.Bool("task", false, "run the tool as a task (with --tool): show its status changes on stderr until it ends; an interrupt cancels it")
 	input := fs.String("input", "", `answers to what the server asks (elicitation, sampling, roots), as JSON keyed by method, e.g. {"elicitation/create":{"name":"Ann"}}`)
 	inputFile := fs.String("input-file", "", "the same, read from a file")
 	era := fs.String("era", "auto", "auto, modern, legacy, or none (plain JSON-RPC, no handshake)")
@@ -110,6 +111,9 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		if eras, ok = parseEraFlag(*era, "auto"); !ok {
 			return bad("bad --era %q (auto, modern, legacy or none)", *era)
 		}
+	}
+	if *asTask && *tool == "" {
+		return bad("--task runs a tool as a task: it needs --tool")
 	}
 	if set["args"] && *tool == "" {
 		return bad("--args goes with --tool (for another method, give --params)")
@@ -270,6 +274,9 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		rep.Era, rep.ProtocolVersion, rep.Probe = sess.Era().String(), sess.ProtocolVersion(), string(sess.Probe())
 		rep.ConnectMS = sess.ConnectDuration().Milliseconds()
 		call = func() (json.RawMessage, error) { return sess.Request(ctx, *method, p) }
+		if *asTask {
+			call = func() (json.RawMessage, error) { return callAsTask(ctx, intr.ctx, sess, *tool, json.RawMessage(*toolArgs), stderr) }
+		}
 	}
 	if c != nil {
 		if proc := c.Process(); proc != nil {
@@ -390,3 +397,39 @@ func newLogger(level string, w io.Writer) (*slog.Logger, bool) {
 
 // discard is a logger for the demo's clients: the demo prints tables, not logs.
 var discard = slog.New(slog.DiscardHandler)
+
+// callAsTask runs a tool as a task and waits for it, telling stderr of
+// every status change. When the wait is interrupted the task is
+// cancelled, so that nothing keeps running on the server unseen.
+func callAsTask(ctx, intr context.Context, sess *host.Session, tool string, args json.RawMessage, stderr io.Writer) (json.RawMessage, error) {
+	task, err := sess.StartTool(ctx, tool, args)
+	if err != nil {
+		return nil, err
+	}
+	if task.ID() == "" {
+		fmt.Fprintln(stderr, "agentwire call: the server answered at once, without a task")
+	} else {
+		fmt.Fprintf(stderr, "agentwire call: task %s started\n", task.ID())
+	}
+	res, err := task.Wait(ctx, func(st *host.TaskState) {
+		line := "agentwire call: task " + st.ID + ": " + st.Status
+		if st.StatusMessage != "" {
+			line += " (" + cutLine(st.StatusMessage, 200) + ")"
+		}
+		fmt.Fprintln(stderr, line)
+	})
+	if err != nil && task.ID() != "" && (ctx.Err() != nil || intr.Err() != nil) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		if cerr := task.Cancel(cctx); cerr == nil {
+			fmt.Fprintf(stderr, "agentwire call: task %s cancelled\n", task.ID())
+		}
+		cancel()
+	}
+	if errors.Is(err, host.ErrTaskCancelled) {
+		return nil, fmt.Errorf("task %s was cancelled", task.ID())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}

@@ -147,6 +147,9 @@ Flags of call:
   --method M               any method (default tools/list; required with --era none)
   --params JSON            the request's params (MCP _meta is added for you)
   --tool NAME --args JSON  shorthand for tools/call (not with --method or --params)
+  --task                   run the --tool as a task (the server's tasks, both designs):
+                           its status changes go to stderr until it ends, its result to
+                           stdout; an interrupt cancels it; --timeout bounds the wait
   --input JSON             answers to what the server asks while the request runs, keyed
                            by method: {"elicitation/create":{"name":"Ann"}} (the form's
                            fields; {"action":"decline"} refuses), {"sampling/createMessage":
