@@ -275,7 +275,9 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		rep.ConnectMS = sess.ConnectDuration().Milliseconds()
 		call = func() (json.RawMessage, error) { return sess.Request(ctx, *method, p) }
 		if *asTask {
-			call = func() (json.RawMessage, error) { return callAsTask(ctx, intr.ctx, sess, *tool, json.RawMessage(*toolArgs), stderr) }
+			call = func() (json.RawMessage, error) {
+				return callAsTask(ctx, intr.ctx, sess, *tool, json.RawMessage(*toolArgs), stderr)
+			}
 		}
 	}
 	if c != nil {
