@@ -440,7 +440,7 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 	case mcp.MethodToolsCall:
 		return ss.callTool(ctx, req, p, version)
 	case mcp.MethodListen:
-		return ss.listen(ctx, req)
+		return ss.listen(ctx, req, p.Meta)
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
 		return ss.modernTasks(ctx, req, p.Meta)
 	}
@@ -503,10 +503,27 @@ type listenParams struct {
 // then every notification it asked for (of those this server has) with the
 // subscription id, until the client cancels (no response), or input ends
 // (the graceful final result).
-func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
+func (ss *session) listen(ctx context.Context, req *rpc.Request, m *mcp.RequestMeta) (any, error) {
 	var p listenParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
 		return nil, mcp.InvalidParams("invalid params: %v", err)
+	}
+	// Task ids (the tasks extension) are read apart: an idle stream that
+	// asks for none keeps nothing more.
+	var taskIDs []string
+	if bytes.Contains(req.Params, []byte(`"taskIds"`)) {
+		var tp struct {
+			Notifications struct {
+				TaskIDs []string `json:"taskIds"`
+			} `json:"notifications"`
+		}
+		if err := json.Unmarshal(req.Params, &tp); err != nil {
+			return nil, mcp.InvalidParams("invalid params: %v", err)
+		}
+		taskIDs = tp.Notifications.TaskIDs
+		if len(taskIDs) > 0 && (m == nil || !mcp.DeclaresTasks(m.ClientCapabilities)) {
+			return nil, mcp.MissingTasksExtension("notifications of tasks need the " + mcp.ExtensionTasks + " extension declared in the request's client capabilities")
+		}
 	}
 	// A stream lives until it is cancelled: it gives back its handler slot
 	// and counts against the connection's stream budget, so that listen
@@ -544,6 +561,19 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 			defer ss.srv.unwatchUpdates(updates)
 		}
 	}
+	var taskChanges <-chan struct{}
+	var watch *taskWatch
+	if len(taskIDs) > 0 {
+		w, ids, err := ss.watchTasks(ctx, taskIDs)
+		if err != nil {
+			return nil, err
+		}
+		if w != nil {
+			defer ss.srv.tasks.unwatch(w)
+			watch, taskChanges = w, w.ready
+			honored["taskIds"] = ids
+		}
+	}
 	if err := req.Notify(mcp.MethodAcknowledged, map[string]any{"_meta": subMeta, "notifications": honored}); err != nil {
 		return nil, err
 	}
@@ -571,6 +601,14 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request) (any, error) {
 		case uri := <-updates:
 			if slices.Contains(p.Notifications.ResourceSubscriptions, uri) {
 				if err := req.Notify("notifications/resources/updated", map[string]any{"uri": uri, "_meta": subMeta}); err != nil {
+					return nil, err
+				}
+			}
+		case <-taskChanges:
+			for _, t := range watch.take() {
+				n := detailedTask(t)
+				n["_meta"] = subMeta
+				if err := req.Notify(mcp.MethodTasksNotification, n); err != nil {
 					return nil, err
 				}
 			}
@@ -980,4 +1018,29 @@ func (ss *session) watchLegacyChanges(conn *rpc.Conn, changed <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// watchTasks starts watching, for a listen stream, those of ids that are
+// tasks of the 2026-07-28 design the caller may see; nil when none is.
+func (ss *session) watchTasks(ctx context.Context, ids []string) (*taskWatch, []string, error) {
+	rt := ss.srv.tasks
+	owner := ownerOf(ctx)
+	var ok []string
+	for _, id := range ids {
+		if slices.Contains(ok, id) {
+			continue
+		}
+		t, err := rt.store.Get(ctx, id)
+		if err == nil && t.Owner == owner && t.Design == mcp.LatestVersion {
+			ok = append(ok, id)
+		}
+	}
+	if len(ok) == 0 {
+		return nil, nil, nil
+	}
+	w, err := rt.watch(ok, owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, ok, nil
 }
