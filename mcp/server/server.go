@@ -336,10 +336,42 @@ func (s *Server) capabilities(modern bool) map[string]any {
 	return c
 }
 
+// legacyCapabilities are what initialize answers at version: tasks only
+// at 2025-11-25 (the revision that has them), and tasks.list only where
+// a client's tasks can be listed (a connection of its own, or an
+// identity; see listScope).
+func (s *Server) legacyCapabilities(version string, listable bool) map[string]any {
+	c := s.capabilities(false)
+	if t, ok := c["tasks"].(map[string]any); ok {
+		switch {
+		case version != mcp.LatestLegacyVersion:
+			delete(c, "tasks")
+		case !listable:
+			delete(t, "list")
+		}
+	}
+	return c
+}
+
 func (s *Server) listTools() []mcp.Tool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return list(&s.tools, func(t *registeredTool) mcp.Tool { return t.tool })
+}
+
+// listToolsFor lists the tools as a client of version sees them:
+// execution.taskSupport is a 2025-11-25 field (the 2026-07-28 tasks
+// extension has the server decide, and no field for it; older versions
+// have no tasks).
+func (s *Server) listToolsFor(version string) []mcp.Tool {
+	tools := s.listTools()
+	if version == mcp.LatestLegacyVersion {
+		return tools
+	}
+	for i := range tools {
+		tools[i].Execution = nil
+	}
+	return tools
 }
 
 func (s *Server) tool(name string) *registeredTool {
@@ -431,7 +463,7 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 		}
 		return ss.modernResult(r), nil
 	case mcp.MethodToolsList:
-		r, err := paged("tools", s.listTools(), p.Cursor, s.opts.PageSize)
+		r, err := paged("tools", s.listToolsFor(version), p.Cursor, s.opts.PageSize)
 		if err != nil {
 			return nil, err
 		}
@@ -941,7 +973,7 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 			return nil, jsonrpc.Errorf(mcp.CodeServerNotInitialized, "Invalid Request: %s before initialize", req.Method)
 		}
 		if req.Method == mcp.MethodToolsList {
-			return paged("tools", s.listTools(), p.Cursor, s.opts.PageSize)
+			return paged("tools", s.listToolsFor(version), p.Cursor, s.opts.PageSize)
 		}
 		return ss.callTool(ctx, req, p, version)
 	case "resources/subscribe", "resources/unsubscribe":
@@ -989,7 +1021,7 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 	}
 	r := map[string]any{
 		"protocolVersion": version,
-		"capabilities":    ss.srv.capabilities(false),
+		"capabilities":    ss.srv.legacyCapabilities(version, !ss.stateless),
 		"serverInfo":      ss.srv.info,
 	}
 	if ss.srv.opts.Instructions != "" {
