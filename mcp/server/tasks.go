@@ -369,9 +369,20 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 			result = mcp.ErrorResult(err.Error()).AppendJSON(nil, nil)
 		}
 	}
+	statusMessage := ""
+	if run.design == mcp.LatestLegacyVersion && result != nil && isErrorResult(result) {
+		// 2025-11-25: "For tool calls specifically, [failed] includes
+		// cases where the tool call result has isError set to true"
+		// (tasks/result still returns that result). The extension keeps
+		// it completed: failed is for protocol errors only.
+		status, statusMessage = tasks.Failed, "the tool reported an error"
+	}
 	update := func(t *tasks.Task) error {
 		if t.Status.Terminal() {
 			return errTaskEnded
+		}
+		if statusMessage != "" {
+			t.StatusMessage = statusMessage
 		}
 		t.Status, t.Result, t.Error = status, result, errObj
 		t.InputRequests, t.Responses = nil, nil
@@ -876,4 +887,17 @@ func (s *Server) hasTaskTools() bool {
 		}
 	}
 	return false
+}
+
+// isErrorResult reports whether an encoded tool result has isError true.
+func isErrorResult(result []byte) bool {
+	is := false
+	jsonrpc.EachMember(result, func(key, value []byte) bool {
+		if string(key) == "isError" {
+			is = string(value) == "true"
+			return false
+		}
+		return true
+	})
+	return is
 }

@@ -105,8 +105,8 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 			}
 			return nil, err
 		}
-		switch t.Status {
-		case tasks.Completed:
+		switch {
+		case t.Status == tasks.Completed || (t.Status == tasks.Failed && len(t.Result) > 0):
 			var res map[string]any
 			if err := json.Unmarshal(t.Result, &res); err != nil {
 				return nil, err
@@ -118,15 +118,15 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 			maps.Copy(meta, relatedTask(t.ID))
 			res["_meta"] = meta
 			return res, nil
-		case tasks.Failed:
+		case t.Status == tasks.Failed:
 			var je jsonrpc.Error
 			if err := json.Unmarshal(t.Error, &je); err != nil || je.Code == 0 {
 				return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: the task failed", relatedTask(t.ID))
 			}
 			return nil, &je
-		case tasks.Cancelled:
+		case t.Status == tasks.Cancelled:
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the task was cancelled", relatedTask(t.ID))
-		case tasks.InputRequired:
+		case t.Status == tasks.InputRequired:
 			keys := slices.Sorted(maps.Keys(t.InputRequests))
 			for _, k := range keys {
 				if asked[k] {
