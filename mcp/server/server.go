@@ -337,18 +337,11 @@ func (s *Server) capabilities(modern bool) map[string]any {
 }
 
 // legacyCapabilities are what initialize answers at version: tasks only
-// at 2025-11-25 (the revision that has them), and tasks.list only where
-// a client's tasks can be listed (a connection of its own, or an
-// identity; see listScope).
-func (s *Server) legacyCapabilities(version string, listable bool) map[string]any {
+// at 2025-11-25, the revision that has them.
+func (s *Server) legacyCapabilities(version string) map[string]any {
 	c := s.capabilities(false)
-	if t, ok := c["tasks"].(map[string]any); ok {
-		switch {
-		case version != mcp.LatestLegacyVersion:
-			delete(c, "tasks")
-		case !listable:
-			delete(t, "list")
-		}
+	if version != mcp.LatestLegacyVersion {
+		delete(c, "tasks")
 	}
 	return c
 }
@@ -1021,7 +1014,7 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 	}
 	r := map[string]any{
 		"protocolVersion": version,
-		"capabilities":    ss.srv.legacyCapabilities(version, !ss.stateless),
+		"capabilities":    ss.srv.legacyCapabilities(version),
 		"serverInfo":      ss.srv.info,
 	}
 	if ss.srv.opts.Instructions != "" {

@@ -802,11 +802,13 @@ func (rt *taskRuntime) cancelTask(ctx context.Context, id string) error {
 }
 
 // listScope is where this connection's tasks made without an identity
-// are listed (2025-11-25 tasks/list): a stream connection has its own;
-// a stateless HTTP request none.
+// are listed (2025-11-25 tasks/list): a stream connection has its own.
+// Stateless HTTP requests cannot be told apart without an identity: an
+// unprotected endpoint's anonymous tasks are listed to every anonymous
+// client (protect the endpoint to bind tasks to who made them).
 func (ss *session) listScope() string {
 	if ss.stateless {
-		return ""
+		return "http:anonymous"
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

@@ -34,7 +34,7 @@ func (ss *session) legacyTasks(ctx context.Context, req *rpc.Request, p *mcp.Req
 		owner, scope := ownerOf(ctx), ss.listScope()
 		list := []any{}
 		next := ""
-		if owner != "" || scope != "" { // a stateless anonymous request lists nothing: ids are its only key
+		if owner != "" || scope != "" {
 			ts, n, err := rt.store.List(ctx, owner, scope, cursor, max(ss.srv.opts.PageSize, 0))
 			if err != nil {
 				return nil, mcp.InvalidParams("invalid params: %v", err)
