@@ -17,6 +17,9 @@ type ListenFilter struct {
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	// TaskIDs asks for notifications/tasks about these tasks (the tasks
+	// extension; the request declares it).
+	TaskIDs []string `json:"taskIds,omitempty"`
 }
 
 // Errors of a subscription's end.
@@ -83,7 +86,11 @@ func (s *Session) Listen(ctx context.Context, filter ListenFilter, onNotify func
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	sub := &Subscription{notify: onNotify, ack: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
-	params, err := s.withMeta(map[string]any{"notifications": filter}, nil)
+	var extra map[string]any
+	if len(filter.TaskIDs) > 0 {
+		extra = map[string]any{mcp.MetaClientCapabilities: s.tasksCapabilities()}
+	}
+	params, err := s.withMeta(map[string]any{"notifications": filter}, extra)
 	if err != nil {
 		cancel()
 		return nil, err

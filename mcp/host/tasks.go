@@ -113,6 +113,19 @@ func (s *Session) taskRequest(ctx context.Context, method string, params map[str
 	return res, nil
 }
 
+// serverOffersTasks reports whether a 2026-07-28 server advertised the
+// tasks extension (capabilities.extensions in server/discover).
+func (s *Session) serverOffersTasks() bool {
+	var c struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	if s.era != mcp.Modern || json.Unmarshal(s.capabilities, &c) != nil {
+		return false
+	}
+	_, ok := c.Extensions[mcp.ExtensionTasks]
+	return ok
+}
+
 // serverOffersLegacyTasks reports whether a 2025-11-25 server said it
 // takes task-augmented tools/call (capabilities.tasks.requests.tools.call).
 func (s *Session) serverOffersLegacyTasks() bool {
@@ -313,9 +326,10 @@ func (t *Task) Cancel(ctx context.Context) error {
 // error as a *jsonrpc.Error, or ErrTaskCancelled. Input the task asks
 // for is answered by Options.OnInput, each request once. In the
 // 2026-07-28 design Wait polls tasks/get at the server's pollIntervalMs
-// (at least every 10 ms, at most every 30 s), calling onStatus (if not
-// nil) with every state that differs from the one before; in the
-// 2025-11-25 design it waits in tasks/result, on which the server asks
+// (at least every 10 ms, at most every 30 s), and sooner when a listen
+// stream (opened for the wait where the server advertises the extension)
+// tells of a change, calling onStatus (if not nil) with every state that
+// differs from the one before; in the 2025-11-25 design it waits in tasks/result, on which the server asks
 // for input. Cancelling ctx stops the waiting, not the task.
 func (t *Task) Wait(ctx context.Context, onStatus func(*TaskState)) (*mcp.ToolResult, error) {
 	if t.id == "" {
@@ -323,6 +337,37 @@ func (t *Task) Wait(ctx context.Context, onStatus func(*TaskState)) (*mcp.ToolRe
 	}
 	if !t.modern {
 		return t.waitLegacy(ctx, onStatus)
+	}
+	// Where the server offers it, a listen stream tells of every change,
+	// so the wait ends as soon as the task does; polling goes on beside
+	// it at the server's interval.
+	wake := make(chan struct{}, 1)
+	if t.s.serverOffersTasks() {
+		lctx, stopListen := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub, err := t.s.Listen(lctx, ListenFilter{TaskIDs: []string{t.id}}, func(method string, _ json.RawMessage) {
+				if method == mcp.MethodTasksNotification {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			})
+			if err != nil {
+				return
+			}
+			// A change before the stream was open is not told: look again.
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+			<-lctx.Done()
+			sub.Close()
+		}()
+		defer func() { stopListen(); wg.Wait() }()
 	}
 	var prev *TaskState
 	for {
@@ -359,6 +404,8 @@ func (t *Task) Wait(ctx context.Context, onStatus func(*TaskState)) (*mcp.ToolRe
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
+		case <-wake:
+			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
 			return nil, ctx.Err()

@@ -267,3 +267,37 @@ func TestATaskIsResumedByIDInANewSession(t *testing.T) {
 		t.Fatal("empty")
 	}
 }
+
+// Issue 17 ("Wait ... listens for status where the server offers it"):
+// with a poll interval of an hour, a task that ends is seen at once,
+// through notifications/tasks on a listen stream, over stdio and HTTP.
+func TestWaitHearsTheEndOfATaskWithoutPolling(t *testing.T) {
+	for _, name := range []string{"stdio-modern", "http-modern"} {
+		t.Run(name, func(t *testing.T) {
+			release := make(chan struct{})
+			s := server.New(mcp.Implementation{Name: "tasks", Version: "1"}, &server.Options{Tasks: &server.TaskOptions{PollInterval: time.Hour}})
+			defer s.Shutdown(context.Background())
+			server.AddTool(s, mcp.Tool{Name: "job", Execution: &mcp.ToolExecution{TaskSupport: mcp.TaskOptional}},
+				func(ctx context.Context, r *server.ToolRequest, _ struct{}) (*mcp.ToolResult, error) {
+					<-release
+					return mcp.TextResult("done"), nil
+				})
+			sess := taskTransports[name](t, s, &host.Options{})
+			task, err := sess.StartTool(t.Context(), "job", nil)
+			if err != nil || task.ID() == "" {
+				t.Fatalf("%v %v", task, err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			polls := 0
+			go func() {
+				time.Sleep(50 * time.Millisecond) // the first poll has happened, the listen stream is open
+				close(release)
+			}()
+			res, err := task.Wait(ctx, func(*host.TaskState) { polls++ })
+			if err != nil || res.Content[0].Text != "done" {
+				t.Fatalf("wait %+v %v (after %d states)", res, err, polls)
+			}
+		})
+	}
+}
