@@ -231,6 +231,7 @@ type taskStart struct {
 	run      *taskRun
 	ctx      context.Context // the task's context, once started
 	scope    string
+	statusTo *rpc.Conn // where 2025-11-25 status notifications go, if anywhere
 }
 
 // StartTask makes the call a task, when the server decided it runs as
@@ -285,8 +286,11 @@ func (r *ToolRequest) StartTask(ctx context.Context) (context.Context, error) {
 		return refuse(fmt.Sprintf("%d tasks running, the most allowed", rt.opts.MaxRunning), nil)
 	}
 	// Registered before the store has it, so that a cancellation coming
-	// right after creation finds it.
+	// right after creation finds it; counted in the wait group under the
+	// same lock as closed, so that a Shutdown from now on waits for it
+	// (and cancels it: it is in running).
 	rt.running[rec.ID] = run
+	rt.wg.Add(1)
 	err := rt.retainLocked()
 	rt.mu.Unlock()
 	if err == nil {
@@ -297,12 +301,15 @@ func (r *ToolRequest) StartTask(ctx context.Context) (context.Context, error) {
 		delete(rt.running, rec.ID)
 		rt.releaseLocked()
 		rt.mu.Unlock()
+		rt.wg.Done()
 		return refuse("the task store refused it", err)
 	}
 	rt.created.Add(1)
-	rt.wg.Add(1)
 	ts.run, ts.ctx = run, tctx
 	r.inputs.task = run
+	if ts.statusTo != nil {
+		rt.tellStatus(ts.statusTo, rec)
+	}
 	ts.started <- rec
 	return tctx, nil
 }
@@ -327,7 +334,9 @@ func (r *ToolRequest) SetStatusMessage(msg string) error {
 func (r *ToolRequest) inTask() bool { return r.start != nil && r.start.run != nil }
 
 // finish records what the handler of a started task came to.
-func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, panicked any) {
+// panicked is what the handler panicked with, and stack where (taken
+// while the panic unwound).
+func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, panicked any, stack []byte) {
 	rt := run.rt
 	defer func() {
 		rt.mu.Lock()
@@ -342,7 +351,7 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 	switch {
 	case panicked != nil:
 		rt.panics.Add(1)
-		rt.log.Error("mcp: a task handler panicked", "task", run.id, "panic", panicked, "stack", string(debug.Stack()))
+		rt.log.Error("mcp: a task handler panicked", "task", run.id, "panic", panicked, "stack", string(stack))
 		status = tasks.Failed
 		errObj, _ = json.Marshal(jsonrpc.NewError(jsonrpc.CodeInternalError, fmt.Sprintf("Internal error: the tool panicked: %v", panicked),
 			map[string]any{"exception": fmt.Sprintf("%T", panicked), "panic": true}))
@@ -554,7 +563,11 @@ func (ss *session) taskDesign(t *registeredTool, req *rpc.Request, m *mcp.Reques
 	if json.Unmarshal(taskParam, &tp) == nil && tp.TTL != nil && *tp.TTL > 0 {
 		ttl = min(time.Duration(*tp.TTL*float64(time.Millisecond)), rt.opts.MaxTTL)
 	}
-	return &taskStart{design: mcp.LatestLegacyVersion, ttl: ttl, required: ex.Requires(), started: make(chan *tasks.Task, 1), scope: ss.listScope()}, nil
+	ts := &taskStart{design: mcp.LatestLegacyVersion, ttl: ttl, required: ex.Requires(), started: make(chan *tasks.Task, 1), scope: ss.listScope()}
+	if !ss.stateless {
+		ts.statusTo = req.Conn() // notifications/tasks/status go to the connection that made it
+	}
+	return ts, nil
 }
 
 // runTask runs a tools/call that may become a task: the handler on a
@@ -572,10 +585,13 @@ func (ss *session) runTask(ctx context.Context, t *registeredTool, tr *ToolReque
 		var res *mcp.ToolResult
 		var err error
 		var panicked any
+		var stack []byte
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
-					panicked = p
+					// The stack now, while the panic unwinds, is the one
+					// that says where it happened.
+					panicked, stack = p, debug.Stack()
 				}
 			}()
 			if !t.tool.Execution.DeferTask {
@@ -586,11 +602,11 @@ func (ss *session) runTask(ctx context.Context, t *registeredTool, tr *ToolReque
 			res, err = t.handler(hctx, tr)
 		}()
 		if tr.inTask() {
-			tr.start.run.finish(tr.start.ctx, res, err, panicked)
+			tr.start.run.finish(tr.start.ctx, res, err, panicked, stack)
 			return
 		}
 		if panicked != nil {
-			ss.srv.opts.Logger.Error("mcp: a tool handler panicked", "tool", t.tool.Name, "panic", panicked, "stack", string(debug.Stack()))
+			ss.srv.opts.Logger.Error("mcp: a tool handler panicked", "tool", t.tool.Name, "panic", panicked, "stack", string(stack))
 			err = jsonrpc.NewError(jsonrpc.CodeInternalError, fmt.Sprintf("Internal error: handler panicked: %v", panicked),
 				map[string]any{"exception": fmt.Sprintf("%T", panicked), "panic": true})
 		}

@@ -81,3 +81,30 @@ func TestListeningForTasksNeedsTheExtension(t *testing.T) {
 		_ = jsonrpc.CodeInvalidParams
 	})
 }
+
+// Issue 17 (2025-11-25 notifications/tasks/status): a task made on a
+// stream connection is followed by a status notification at each change
+// of its status, on that connection, until it ends.
+func TestALegacyTaskTellsItsConnectionOfEachStatus(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, s *server.Server) {
+		release := make(chan struct{})
+		server.AddTool(s, mcp.Tool{Name: "job", Execution: &mcp.ToolExecution{TaskSupport: mcp.TaskOptional}},
+			func(ctx context.Context, r *server.ToolRequest, _ struct{}) (*mcp.ToolResult, error) {
+				<-release
+				return mcp.TextResult("done"), nil
+			})
+		defer s.Shutdown(context.Background())
+		w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+		w.Exchange(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		created := mcptest.One(t, w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"job","arguments":{},"task":{"ttl":1000}}}`))
+		if !strings.Contains(created, `"task":{`) {
+			t.Fatalf("not a task: %s", created)
+		}
+		close(release)
+		w.Settle()
+		got := mcptest.One(t, w.Take())
+		if !strings.Contains(got, `"method":"notifications/tasks/status"`) || !strings.Contains(got, `"status":"completed"`) || !strings.Contains(got, `"ttl":1000`) {
+			t.Fatalf("status notification: %s", got)
+		}
+	})
+}
