@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -139,6 +140,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	var conn interface{ Wait() error }
 	var err error
+	stopTasks := func() {}
 	switch name {
 	case "echo":
 		conn, err = stdio.Serve(echo.Handler(), echo.Options(base), nil)
@@ -151,12 +153,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet})
 		conn, err = srv.ServeStdio(&stdio.Config{NoGuard: *noGuard}, base)
+		stopTasks = func() {
+			// The client has gone: its tasks' handlers stop (their tasks
+			// end failed), within the shutdown bound.
+			ctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+			defer cancel()
+			srv.Shutdown(ctx)
+		}
 	}
 	if err != nil {
 		logger.Error("cannot start", "error", err)
 		return 1
 	}
 	err = conn.Wait()
+	stopTasks()
 	if ignoreEOF != nil && *ignoreEOF {
 		for { // a server that will not stop: only a signal ends it
 			time.Sleep(time.Hour)
