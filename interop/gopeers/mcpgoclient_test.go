@@ -530,7 +530,7 @@ func TestMCPGoClientAgentwireServerHTTPTasksListed(t *testing.T) {
 	}
 }
 
-// Bug: the 2025-11-25 specification says of a tool whose taskSupport is
+// Regression (fixed: the call is refused with -32601): the 2025-11-25 specification says of a tool whose taskSupport is
 // absent or "forbidden" that clients MUST NOT invoke it as a task and
 // "Servers SHOULD return a -32601 (Method not found) error if a client
 // attempts to do so"; mcp/server/tasks.go's taskDesign has that error
@@ -538,7 +538,7 @@ func TestMCPGoClientAgentwireServerHTTPTasksListed(t *testing.T) {
 // but callTool only calls taskDesign for a tool whose Execution.Supports(),
 // so the call runs plainly and is answered with a CallToolResult where the
 // client, which asked for a task, waits for a CreateTaskResult.
-func TestBugForbiddenToolWithParamsTaskRunsPlainly(t *testing.T) {
+func TestRegressionAForbiddenToolCalledWithParamsTaskIsRefused(t *testing.T) {
 	for _, tp := range mcpgoTransports {
 		t.Run(tp.name, func(t *testing.T) {
 			tr := &transcript{}

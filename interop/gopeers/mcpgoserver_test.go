@@ -468,14 +468,14 @@ func TestHostClientMCPGoServerResumeTaskFromAnotherSession(t *testing.T) {
 	}
 }
 
-// Bug (mcp/host): Task.Wait documents ErrTaskCancelled for a cancelled
+// Regression (fixed: Wait asks tasks/get and returns ErrTaskCancelled) (mcp/host): Task.Wait documents ErrTaskCancelled for a cancelled
 // task, but a 2025-11-25 Wait (waitLegacy) returns whatever tasks/result
 // says: mcp-go answers a cancelled task's tasks/result with an empty
 // success ({"_meta":{"io.modelcontextprotocol/related-task":{...}}}, no
 // content), which Wait returns as a result with no content and no error;
 // agentwire's own server answers it with -32603 "the task was cancelled",
 // which Wait returns as that *jsonrpc.Error. Neither is ErrTaskCancelled.
-func TestBugHostWaitOnCancelledLegacyTask(t *testing.T) {
+func TestRegressionWaitOnACancelledLegacyTaskIsErrTaskCancelled(t *testing.T) {
 	for _, tp := range hostTransports {
 		t.Run(tp.name, func(t *testing.T) {
 			tr := &transcript{}

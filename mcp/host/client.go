@@ -974,11 +974,11 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 			res, err = s.t.Call(ctx, mcp.MethodToolsCall, p, nil, copts...)
 		}
 	}
-	if err != nil && requiresTasks(err) && co.progress == nil {
+	if err != nil && co.progress == nil && s.requiresTasks(err) {
 		// The tool runs only as a task, which this client can take.
 		t, terr := s.StartTool(ctx, name, args)
 		if terr != nil {
-			return nil, terr
+			return nil, err // the first refusal says more
 		}
 		return t.Wait(ctx, nil)
 	}

@@ -462,6 +462,20 @@ func (t *Task) waitLegacy(ctx context.Context, onStatus func(*TaskState)) (*mcp.
 		}
 	}
 	res, err := t.s.taskRequest(ctx, mcp.MethodTasksResult, map[string]any{"taskId": t.id})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	// What tasks/result answers for a cancelled task differs between
+	// servers (an error, or an empty result): the status says.
+	st, gerr := t.Get(ctx)
+	if gerr == nil {
+		if onStatus != nil {
+			onStatus(st)
+		}
+		if st.Status == "cancelled" {
+			return nil, ErrTaskCancelled
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -469,19 +483,22 @@ func (t *Task) waitLegacy(ctx context.Context, onStatus func(*TaskState)) (*mcp.
 	if err := json.Unmarshal(res, &r); err != nil {
 		return nil, fmt.Errorf("mcp: tasks/result: %w", err)
 	}
-	if onStatus != nil {
-		if st, err := t.Get(ctx); err == nil {
-			onStatus(st)
-		}
-	}
 	return &r, nil
 }
 
-// requiresTasks reports whether err is a 2026-07-28 server's -32021
-// asking for the tasks extension.
-func requiresTasks(err error) bool {
+// requiresTasks reports whether err refuses a call for want of a task: a
+// 2026-07-28 server's -32021 asking for the tasks extension, or a
+// 2025-11-25 server's -32601 when it offers tasks (the tool's
+// execution.taskSupport is required).
+func (s *Session) requiresTasks(err error) bool {
 	var je *jsonrpc.Error
-	if !errors.As(err, &je) || je.Code != mcp.CodeMissingRequiredClientCapability {
+	if !errors.As(err, &je) {
+		return false
+	}
+	if s.era != mcp.Modern {
+		return je.Code == jsonrpc.CodeMethodNotFound && s.serverOffersLegacyTasks()
+	}
+	if je.Code != mcp.CodeMissingRequiredClientCapability {
 		return false
 	}
 	var d struct {

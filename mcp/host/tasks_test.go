@@ -167,10 +167,8 @@ func TestAHostCancelsATask(t *testing.T) {
 			if err != nil || st.Status != "cancelled" {
 				t.Fatalf("after cancel %+v %v", st, err)
 			}
-			if name == "stdio-modern" || name == "http-modern" {
-				if _, err := task.Wait(t.Context(), nil); !errors.Is(err, host.ErrTaskCancelled) {
-					t.Fatalf("wait after cancel: %v", err)
-				}
+			if _, err := task.Wait(t.Context(), nil); !errors.Is(err, host.ErrTaskCancelled) {
+				t.Fatalf("wait after cancel: %v", err)
 			}
 			deadline := time.Now().Add(5 * time.Second)
 			for !cancelled.Load() && time.Now().Before(deadline) {
@@ -195,15 +193,7 @@ func TestCallToolWaitsForATaskAndAnswersItsInputOnce(t *testing.T) {
 			sess := connect(t, s, &host.Options{OnInput: yes(&asked), Capabilities: map[string]any{"elicitation": map[string]any{}}})
 			var res *mcp.ToolResult
 			var err error
-			if name == "stdio-modern" || name == "http-modern" {
-				res, err = sess.CallTool(t.Context(), "deploy", nil)
-			} else {
-				// A 2025-11-25 client asks for the task itself.
-				var task *host.Task
-				if task, err = sess.StartTool(t.Context(), "deploy", nil); err == nil {
-					res, err = task.Wait(t.Context(), nil)
-				}
-			}
+			res, err = sess.CallTool(t.Context(), "deploy", nil)
 			if err != nil || res.Content[0].Text != "deployed" {
 				t.Fatalf("call %+v %v", res, err)
 			}

@@ -337,11 +337,21 @@ func (s *Server) capabilities(modern bool) map[string]any {
 }
 
 // legacyCapabilities are what initialize answers at version: tasks only
-// at 2025-11-25, the revision that has them.
-func (s *Server) legacyCapabilities(version string) map[string]any {
+// at 2025-11-25, the revision that has them; tasks.list only when the
+// requestor can be told apart from others (a connection of its own, or a
+// verified identity): "receivers that cannot identify requestors SHOULD
+// NOT declare the tasks.list capability". (tasks/list is served all the
+// same: "if a task is retrievable via tasks/get for a requestor, it MUST
+// be retrievable via tasks/list".)
+func (s *Server) legacyCapabilities(version string, identifiable bool) map[string]any {
 	c := s.capabilities(false)
-	if version != mcp.LatestLegacyVersion {
-		delete(c, "tasks")
+	if t, ok := c["tasks"].(map[string]any); ok {
+		switch {
+		case version != mcp.LatestLegacyVersion:
+			delete(c, "tasks")
+		case !identifiable:
+			delete(t, "list")
+		}
 	}
 	return c
 }
@@ -768,7 +778,10 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *mcp.Reques
 		tr.ClientCapabilities = m.ClientCapabilities
 		tr.logLevel = m.LogLevel
 	}
-	if t.tool.Execution.Supports() {
+	if t.tool.Execution.Supports() || (version == mcp.LatestLegacyVersion && bytes.Contains(req.Params, taskMember)) {
+		// (A 2025-11-25 call of a tool that never runs as a task, with
+		// params.task, is refused there: looked for only when the bytes
+		// hold the name.)
 		ts, err := ss.taskDesign(t, req, m, modern)
 		if err != nil {
 			return nil, err
@@ -782,6 +795,8 @@ func (ss *session) callTool(ctx context.Context, req *rpc.Request, p *mcp.Reques
 	res, err := t.handler(ctx, tr)
 	return ss.toolOutcome(ctx, tr, res, err, suffix, target)
 }
+
+var taskMember = []byte(`"task"`)
 
 // toolOutcome encodes what a tool handler returned, as the answer to its
 // request.
@@ -953,7 +968,7 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 	}
 	switch req.Method {
 	case mcp.MethodInitialize:
-		return ss.initialize(req)
+		return ss.initialize(ctx, req)
 	case mcp.MethodPing:
 		return map[string]any{}, nil
 	case mcp.MethodDiscover:
@@ -991,7 +1006,7 @@ func (ss *session) legacy(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 }
 
-func (ss *session) initialize(req *rpc.Request) (any, error) {
+func (ss *session) initialize(ctx context.Context, req *rpc.Request) (any, error) {
 	p, err := mcp.ParseInitialize(req.Params)
 	if err != nil {
 		return nil, err
@@ -1014,7 +1029,7 @@ func (ss *session) initialize(req *rpc.Request) (any, error) {
 	}
 	r := map[string]any{
 		"protocolVersion": version,
-		"capabilities":    ss.srv.legacyCapabilities(version),
+		"capabilities":    ss.srv.legacyCapabilities(version, !ss.stateless || ownerOf(ctx) != ""),
 		"serverInfo":      ss.srv.info,
 	}
 	if ss.srv.opts.Instructions != "" {
