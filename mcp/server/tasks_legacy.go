@@ -90,7 +90,10 @@ func relatedTask(id string) map[string]any {
 // tied to the task, and the answers go to the task.
 func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Task) (any, error) {
 	rt := ss.srv.tasks
-	w, err := rt.watch([]string{t.ID}, t.Owner)
+	// The id, apart from t: t is read again at every turn, and the
+	// goroutines carrying input requests outlive a turn.
+	id := t.ID
+	w, err := rt.watch([]string{id}, t.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +102,9 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 	recheck := time.NewTicker(2 * time.Second)
 	defer recheck.Stop()
 	for {
-		if t, err = rt.store.Get(ctx, t.ID); err != nil {
+		if t, err = rt.store.Get(ctx, id); err != nil {
 			if errors.Is(err, tasks.ErrNotFound) {
-				return nil, mcp.InvalidParams("invalid params: the task %q has expired", t.ID)
+				return nil, mcp.InvalidParams("invalid params: the task %q has expired", truncateID(id))
 			}
 			return nil, err
 		}
@@ -143,15 +146,14 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 				if ir.Params == nil {
 					ir.Params = map[string]any{}
 				}
-				ir.Params["_meta"] = relatedTask(t.ID)
-				k := k
+				ir.Params["_meta"] = relatedTask(id)
 				go func() {
 					res, err := req.Conn().Call(ctx, ir.Method, ir.Params)
 					if err != nil {
-						ss.srv.opts.Logger.Info("mcp: a task's input request got no answer", "task", t.ID, "method", ir.Method, "error", err)
+						ss.srv.opts.Logger.Info("mcp: a task's input request got no answer", "task", id, "method", ir.Method, "error", err)
 						return
 					}
-					rt.answer(context.WithoutCancel(ctx), t.ID, map[string]json.RawMessage{k: res})
+					rt.answer(context.WithoutCancel(ctx), id, map[string]json.RawMessage{k: res})
 				}()
 			}
 		}

@@ -26,7 +26,9 @@ type MemoryOptions struct {
 	// enforced like MaxTasks.
 	MaxBytes int64
 	// MaxTaskBytes bounds one task's payload: an update that would make a
-	// task larger fails with ErrTooLarge. Default 8 MiB.
+	// task larger fails with ErrTooLarge. Default 8 MiB; never more than
+	// MaxBytes (a task the whole store cannot hold is too large, and does
+	// not evict the ended tasks trying to fit).
 	MaxTaskBytes int64
 	// Now is the clock (expiry); nil means time.Now. Tests inject one.
 	Now func() time.Time
@@ -66,6 +68,7 @@ type Memory struct {
 	live                                         int
 	subs                                         map[*subscriber]struct{}
 	created, expired, evicted, refused, tooLarge int64
+	dropped                                      int64 // events lost by subscribers that have stopped
 }
 
 type entry struct {
@@ -90,6 +93,7 @@ func NewMemory(opts *MemoryOptions) *Memory {
 	if m.opts.MaxTaskBytes <= 0 {
 		m.opts.MaxTaskBytes = 8 << 20
 	}
+	m.opts.MaxTaskBytes = min(m.opts.MaxTaskBytes, m.opts.MaxBytes)
 	if m.opts.Now == nil {
 		m.opts.Now = time.Now
 	}
@@ -106,7 +110,7 @@ func NewMemory(opts *MemoryOptions) *Memory {
 func (m *Memory) Stats() MemoryStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var dropped int64
+	dropped := m.dropped
 	for s := range m.subs {
 		s.mu.Lock()
 		dropped += s.dropped
@@ -344,6 +348,11 @@ func (m *Memory) Subscribe(ctx context.Context, f func(Event)) (func(), error) {
 		once.Do(func() {
 			m.mu.Lock()
 			delete(m.subs, s)
+			// What it lost stays counted (a counter never goes down): no
+			// event reaches s once it is out of subs.
+			s.mu.Lock()
+			m.dropped += s.dropped
+			s.mu.Unlock()
 			m.mu.Unlock()
 			close(s.done)
 		})
