@@ -123,8 +123,9 @@ func (s *Server) TaskStats() TaskStats {
 }
 
 // Shutdown stops the task handlers running in this process (their
-// context ends with ErrServerShutdown; a task still running when its
-// handler returns is marked failed) and waits for them until ctx is done.
+// context ends with ErrServerShutdown; a handler that then returns an
+// error leaves its task failed, one that returns a result completed) and
+// waits for them until ctx is done.
 // Tasks that have ended stay in the store. Later task-augmented calls run
 // in their request, or are refused when the tool requires a task.
 func (s *Server) Shutdown(ctx context.Context) error {
@@ -379,6 +380,14 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 		}
 	}
 	statusMessage := ""
+	if errObj != nil {
+		// "The tasks/get response SHOULD include a statusMessage field
+		// with diagnostic information about the failure."
+		var je jsonrpc.Error
+		if json.Unmarshal(errObj, &je) == nil && je.Message != "" {
+			statusMessage = je.Message
+		}
+	}
 	if run.design == mcp.LatestLegacyVersion && result != nil && isErrorResult(result) {
 		// 2025-11-25: "For tool calls specifically, [failed] includes
 		// cases where the tool call result has isError set to true"
@@ -469,9 +478,27 @@ func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputReques
 	defer recheck.Stop()
 	for {
 		var out map[string]json.RawMessage
+		var refused error
 		_, err := rt.store.Update(ctx, run.id, func(t *tasks.Task) error {
+			refused = nil
 			if t.Status.Terminal() {
 				return errTaskEnded
+			}
+			for k, wk := range wire {
+				if refusal, ok := t.Refusals[wk]; ok {
+					var je jsonrpc.Error
+					json.Unmarshal(refusal, &je)
+					for _, wk := range wire { // the question is over: its other parts too
+						delete(t.Refusals, wk)
+						delete(t.InputRequests, wk)
+						delete(t.Responses, wk)
+					}
+					if len(t.InputRequests) == 0 {
+						t.Status = tasks.Working
+					}
+					refused = fmt.Errorf("mcp: asking the client (%s): %w", requests[k].Method, &je)
+					return nil
+				}
 			}
 			for _, wk := range wire {
 				if _, ok := t.Responses[wk]; !ok {
@@ -489,6 +516,9 @@ func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputReques
 			t.LastUpdatedAt = rt.opts.Now().UTC()
 			return nil
 		})
+		if err == nil && refused != nil {
+			return nil, refused
+		}
 		if err == nil {
 			return out, nil
 		}
@@ -737,6 +767,12 @@ func (ss *session) modernTasks(ctx context.Context, req *rpc.Request, m *mcp.Req
 		var answers map[string]json.RawMessage
 		if err := json.Unmarshal(p.InputResponses, &answers); err != nil || answers == nil {
 			return nil, mcp.InvalidParams("invalid params: inputResponses must be an object")
+		}
+		for k, v := range answers {
+			// As a multi-round-trip retry's answers are: each an object.
+			if len(v) == 0 || v[0] != '{' {
+				return nil, mcp.InvalidParams("invalid params: inputResponses[%q] must be an object", k)
+			}
 		}
 		if err := rt.answer(ctx, t.ID, answers); err != nil {
 			return nil, err

@@ -149,7 +149,15 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 				ir.Params["_meta"] = relatedTask(id)
 				go func() {
 					res, err := req.Conn().Call(ctx, ir.Method, ir.Params)
+					var je *jsonrpc.Error
+					if errors.As(err, &je) {
+						// Refused: the handler that asked is told.
+						rt.refuse(context.WithoutCancel(ctx), id, k, je)
+						return
+					}
 					if err != nil {
+						// Not answered (the client went away): asked again
+						// on the next tasks/result.
 						ss.srv.opts.Logger.Info("mcp: a task's input request got no answer", "task", id, "method", ir.Method, "error", err)
 						return
 					}
@@ -165,4 +173,25 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// refuse files the client's refusal of one of the task's input requests,
+// for the handler's Ask to return.
+func (rt *taskRuntime) refuse(ctx context.Context, id, key string, je *jsonrpc.Error) {
+	obj, _ := json.Marshal(je)
+	rt.store.Update(ctx, id, func(t *tasks.Task) error {
+		if _, ok := t.InputRequests[key]; !ok || t.Status.Terminal() {
+			return errNothingTaken
+		}
+		delete(t.InputRequests, key)
+		if t.Refusals == nil {
+			t.Refusals = map[string]json.RawMessage{}
+		}
+		t.Refusals[key] = obj
+		if len(t.InputRequests) == 0 && t.Status == tasks.InputRequired {
+			t.Status = tasks.Working
+		}
+		t.LastUpdatedAt = rt.opts.Now().UTC()
+		return nil
+	})
 }

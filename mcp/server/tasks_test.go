@@ -490,7 +490,7 @@ func TestAToolErrorCompletesTheTaskAndAProtocolErrorFailsIt(t *testing.T) {
 		id = w.start("refuses", `{}`)
 		w.Settle()
 		got, _ = json.Marshal(w.get(id))
-		mcptest.JSONEq(t, string(got), `{"resultType":"complete","taskId":"`+id+`","status":"failed","createdAt":"`+epoch+`","lastUpdatedAt":"`+epoch+`",
+		mcptest.JSONEq(t, string(got), `{"resultType":"complete","taskId":"`+id+`","status":"failed","statusMessage":"quota exceeded","createdAt":"`+epoch+`","lastUpdatedAt":"`+epoch+`",
 			"ttlMs":3600000,"pollIntervalMs":1000,"error":{"code":-32050,"message":"quota exceeded","data":{"retryAfter":60}},`+serverInfo+`}`)
 		if st := w.s.TaskStats(); st.Completed != 1 || st.Failed != 1 {
 			t.Errorf("stats %+v", st)

@@ -48,7 +48,7 @@ type MemoryStats struct {
 	Created       int64
 	Expired       int64 // forgotten at their expiry
 	Evicted       int64 // forgotten before it, to make room
-	Refused       int64 // Create failed with ErrFull
+	Refused       int64 // Create or Update failed with ErrFull
 	TooLarge      int64 // updates refused with ErrTooLarge
 	EventsDropped int64 // events a slow subscriber lost
 }
@@ -272,7 +272,7 @@ func (m *Memory) Update(ctx context.Context, id string, f func(*Task) error) (*T
 			heap.Push(&m.expiry, e)
 		}
 		if !ok {
-			m.tooLarge++
+			m.refused++
 			m.opts.Logger.Warn("tasks: an update is refused: the store is full", "task", id, "bytes", m.bytes, "max_bytes", m.opts.MaxBytes)
 			return nil, fmt.Errorf("%w (%d bytes held)", ErrFull, m.bytes)
 		}

@@ -62,6 +62,10 @@ type Task struct {
 	// Responses are answers that arrived (tasks/update) and that the
 	// server running the task has not taken yet.
 	Responses map[string]json.RawMessage
+	// Refusals are input requests the client refused, by key: the error
+	// object it answered with, for the server running the task to hand to
+	// the handler that asked.
+	Refusals map[string]json.RawMessage
 	// Keys counts the input keys the task has minted: a key is never used
 	// twice in a task's life, so a late or repeated answer cannot be
 	// mistaken for the answer to a later question.
@@ -81,6 +85,7 @@ func (t *Task) Clone() *Task {
 	c.Error = cloneRaw(t.Error)
 	c.InputRequests = cloneMap(t.InputRequests)
 	c.Responses = cloneMap(t.Responses)
+	c.Refusals = cloneMap(t.Refusals)
 	return &c
 }
 
@@ -93,6 +98,9 @@ func (t *Task) Size() int64 {
 		n += int64(len(k) + len(v))
 	}
 	for k, v := range t.Responses {
+		n += int64(len(k) + len(v))
+	}
+	for k, v := range t.Refusals {
 		n += int64(len(k) + len(v))
 	}
 	return n
