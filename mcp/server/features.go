@@ -128,8 +128,16 @@ func compileTemplate(t string) (*regexp.Regexp, []string, error) {
 }
 
 // ResourceUpdated tells the clients subscribed to uri that it changed
-// (legacy resources/subscribe connections).
+// (legacy resources/subscribe connections, and 2026-07-28 listen streams
+// with resourceSubscriptions), here and on the other instances of the
+// fleet (Options.Bus).
 func (s *Server) ResourceUpdated(uri string) {
+	s.resourceUpdated(uri)
+	s.fan.share(kindUpdated, uri)
+}
+
+// resourceUpdated tells this server's subscribers.
+func (s *Server) resourceUpdated(uri string) {
 	s.mu.Lock()
 	var subs []*rpc.Conn
 	for c, uris := range s.resourceSubs {
@@ -337,7 +345,7 @@ func (ss *session) getPrompt(ctx context.Context, req *rpc.Request, p *mcp.Reque
 	pr.inputs.rpc = req
 	res, err := rp.handler(ctx, pr)
 	if ire, ok := asInputRequired(err); ok && pr.modern {
-		return s.inputRequiredResult(ire, &pr.inputs, target()), nil
+		return s.inputRequiredResult(ire, &pr.inputs, target())
 	}
 	if err != nil {
 		return nil, err

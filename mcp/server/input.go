@@ -147,31 +147,81 @@ func (s *Server) parseInputs(p *mcp.RequestParams, target func() string, in *inp
 
 // inputRequiredResult is what a 2026-07-28 handler that needs input gets
 // sent: the unanswered requests and, when it set one, its signed state.
-func (s *Server) inputRequiredResult(e *inputRequiredError, in *inputs, target string) map[string]any {
+func (s *Server) inputRequiredResult(e *inputRequiredError, in *inputs, target string) (map[string]any, error) {
 	r := map[string]any{"resultType": mcp.ResultTypeInputRequired, "inputRequests": e.requests}
 	if in.stateSet {
-		r["requestState"] = s.signState(in.newState, target)
+		state, err := s.signState(in.newState, target)
+		if err != nil {
+			return nil, err
+		}
+		r["requestState"] = state
 	}
-	return r
+	return r, nil
 }
 
 // ----- requestState: payload and HMAC, bound to the request's target -----
 
-func (s *Server) stateKey() []byte {
+// KeyRing holds the keys that seal requestState: Current signs, Current
+// and Previous verify, so that a key can be replaced without failing the
+// multi-round-trip retries sealed with the one before (rotate no more
+// often than a state lives, an hour). Every instance behind a load
+// balancer must see the same ring. StaticKeys is a fixed ring; a shared
+// one (say, on Redis) rotates for a fleet. Keys are at least 32 bytes.
+type KeyRing interface {
+	StateKeys(ctx context.Context) (current []byte, previous [][]byte, err error)
+}
+
+// StaticKeys returns a ring of fixed keys: current signs, all verify.
+func StaticKeys(current []byte, previous ...[]byte) KeyRing {
+	return staticRing{current: bytes.Clone(current), previous: slices.Clone(previous)}
+}
+
+type staticRing struct {
+	current  []byte
+	previous [][]byte
+}
+
+func (r staticRing) StateKeys(context.Context) ([]byte, [][]byte, error) {
+	return r.current, r.previous, nil
+}
+
+// ErrNoStateKey: the key ring could not give a key (a shared ring whose
+// store is unreachable and that has none cached).
+var ErrNoStateKey = errors.New("mcp: no key to seal requestState")
+
+// keyRingTimeout bounds one look into the key ring.
+const keyRingTimeout = 2 * time.Second
+
+// stateKeys returns the ring's keys: Options.StateKeys, or the single
+// StateKey, or a random key of this Server's.
+func (s *Server) stateKeys() ([]byte, [][]byte, error) {
+	if ring := s.opts.StateKeys; ring != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), keyRingTimeout)
+		defer cancel()
+		cur, prev, err := ring.StateKeys(ctx)
+		if err == nil && len(cur) == 0 {
+			err = ErrNoStateKey
+		}
+		if err != nil {
+			s.opts.Logger.Warn("mcp: the requestState key ring gave no key", "error", err)
+			return nil, nil, fmt.Errorf("%w: %v", ErrNoStateKey, err)
+		}
+		return cur, prev, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.opts.StateKey) > 0 {
-		return s.opts.StateKey
+		return s.opts.StateKey, nil, nil
 	}
 	if s.randomKey == nil {
 		s.randomKey = make([]byte, 32)
 		rand.Read(s.randomKey)
 	}
-	return s.randomKey
+	return s.randomKey, nil, nil
 }
 
-func (s *Server) mac(payload []byte, target string) []byte {
-	h := hmac.New(sha256.New, s.stateKey())
+func mac(key, payload []byte, target string) []byte {
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(target))
 	h.Write([]byte{0})
 	h.Write(payload)
@@ -185,17 +235,22 @@ const stateTTL = time.Hour
 // the MAC covering the request's target (method, name and a digest of its
 // arguments): state is valid only for the call it was issued for, for an
 // hour. The nonce makes every round's state different.
-func (s *Server) signState(data []byte, target string) string {
+func (s *Server) signState(data []byte, target string) (string, error) {
+	key, _, err := s.stateKeys()
+	if err != nil {
+		return "", jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: cannot seal requestState now", nil)
+	}
 	payload := make([]byte, 16+len(data))
 	rand.Read(payload[:8])
 	binary.BigEndian.PutUint64(payload[8:16], uint64(time.Now().Unix()))
 	copy(payload[16:], data)
 	enc := base64.RawURLEncoding
-	return enc.EncodeToString(payload) + "." + enc.EncodeToString(s.mac(payload, target))
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(mac(key, payload, target)), nil
 }
 
 // verifyState checks the whole string: strict decoding, so that nothing
-// appended or altered passes; then the MAC and the age.
+// appended or altered passes; then the MAC (under any key of the ring)
+// and the age.
 func (s *Server) verifyState(state, target string) ([]byte, bool) {
 	p, m, ok := strings.Cut(state, ".")
 	if !ok {
@@ -207,7 +262,15 @@ func (s *Server) verifyState(state, target string) ([]byte, bool) {
 	if err1 != nil || err2 != nil || len(payload) < 16 || enc.EncodeToString(payload) != p || enc.EncodeToString(sum) != m {
 		return nil, false
 	}
-	if !hmac.Equal(sum, s.mac(payload, target)) {
+	cur, prev, err := s.stateKeys()
+	if err != nil {
+		return nil, false
+	}
+	valid := hmac.Equal(sum, mac(cur, payload, target))
+	for _, k := range prev {
+		valid = valid || hmac.Equal(sum, mac(k, payload, target))
+	}
+	if !valid {
 		return nil, false
 	}
 	issued := time.Unix(int64(binary.BigEndian.Uint64(payload[8:16])), 0)

@@ -47,6 +47,15 @@ type Options struct {
 	// instance behind a load balancer the same key, so that a retry may
 	// land on any of them.
 	StateKey []byte
+	// StateKeys, when set, is the ring of keys that seal requestState
+	// instead of StateKey: one signs, the previous ones still verify, so
+	// keys rotate without failing retries in flight (see KeyRing).
+	StateKeys KeyRing
+	// Bus shares list changes and resource updates with the other
+	// instances of a fleet, so that every listen stream hears of a change
+	// raised on any instance (see Bus). With a Bus, New starts two
+	// goroutines, which Shutdown stops. Nil: this process only.
+	Bus Bus
 	// MethodScopes maps a method ("tools/call", "resources/read", ...) to
 	// the OAuth scopes its requests need, on an HTTP endpoint that is
 	// protected (streamable.Options.Protect); a tool's own (mcp.Tool.Scopes)
@@ -98,6 +107,7 @@ type Server struct {
 	changes      map[string]chan struct{} // prompts, resources: closed at a change
 	updates      map[chan string]struct{} // listen streams' resource updates
 	tasks        *taskRuntime
+	fan          *fanout // nil without Options.Bus
 }
 
 // New returns a server that introduces itself as info.
@@ -116,6 +126,9 @@ func New(info mcp.Implementation, opts *Options) *Server {
 	s.modernSuffix = append([]byte(`"resultType":"complete","_meta":`), meta...)
 	s.exchange = session{srv: s, stateless: true}
 	s.tasks = newTaskRuntime(s, s.opts.Tasks)
+	if s.opts.Bus != nil {
+		s.startFanout(s.opts.Bus)
+	}
 	return s
 }
 
@@ -171,7 +184,15 @@ func (s *Server) changedCh(kind string) <-chan struct{} {
 	return ch
 }
 
+// notifyLocked tells this server's streams that a list changed, and the
+// other instances of its fleet (Options.Bus).
 func (s *Server) notifyLocked(kind string) {
+	s.wakeLocked(kind)
+	s.fan.share(kind, "")
+}
+
+// wakeLocked tells this server's streams that a list changed.
+func (s *Server) wakeLocked(kind string) {
 	if kind == kindTools {
 		close(s.changed)
 		s.changed = make(chan struct{})
@@ -814,7 +835,11 @@ func (ss *session) toolOutcome(ctx context.Context, tr *ToolRequest, res *mcp.To
 		return &tr.encoded, nil
 	}
 	if ire, ok := asInputRequired(err); ok && modern {
-		return ss.modernResult(ss.srv.inputRequiredResult(ire, &tr.inputs, target())), nil
+		r, err := ss.srv.inputRequiredResult(ire, &tr.inputs, target())
+		if err != nil {
+			return nil, err
+		}
+		return ss.modernResult(r), nil
 	}
 	var je *jsonrpc.Error
 	if errors.As(err, &je) || ctx.Err() != nil || errors.Is(err, rpc.ErrNoResponse) {

@@ -122,13 +122,17 @@ func (s *Server) TaskStats() TaskStats {
 		Cancelled: rt.cancelled.Load(), Refused: rt.refused.Load(), Panics: rt.panics.Load()}
 }
 
-// Shutdown stops the task handlers running in this process (their
+// Shutdown stops the link to Options.Bus, and the task handlers running
+// in this process (their
 // context ends with ErrServerShutdown; a handler that then returns an
 // error leaves its task failed, one that returns a result completed) and
 // waits for them until ctx is done.
 // Tasks that have ended stay in the store. Later task-augmented calls run
 // in their request, or are refused when the tool requires a task.
 func (s *Server) Shutdown(ctx context.Context) error {
+	if s.fan != nil {
+		s.fan.once.Do(s.fan.stop)
+	}
 	rt := s.tasks
 	rt.mu.Lock()
 	rt.closed = true
