@@ -931,6 +931,8 @@ func WithProgress(f ProgressFunc) CallOption { return func(o *callOptions) { o.p
 func Retryable() CallOption { return func(o *callOptions) { o.retryable = true } }
 
 // CallTool calls a tool. Cancelling ctx sends notifications/cancelled.
+// A call the server answers with a task (or that the server runs only as
+// one) is waited for (Task.Wait); cancelling ctx then cancels the task.
 func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...CallOption) (*mcp.ToolResult, error) {
 	var co callOptions
 	for _, o := range opts {
@@ -980,7 +982,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 		if terr != nil {
 			return nil, err // the first refusal says more
 		}
-		return t.Wait(ctx, nil)
+		return t.waitOrCancel(ctx)
 	}
 	if err != nil {
 		s.forgetOn(err)
@@ -995,7 +997,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args any, opts ...C
 		if err != nil {
 			return nil, err
 		}
-		return t.Wait(ctx, nil)
+		return t.waitOrCancel(ctx)
 	}
 	var r mcp.ToolResult
 	if err := json.Unmarshal(res, &r); err != nil {

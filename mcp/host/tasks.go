@@ -244,7 +244,8 @@ func parseTaskState(raw json.RawMessage) (*TaskState, error) {
 		if a == nil || *a <= 0 {
 			return 0
 		}
-		return time.Duration(*a * float64(time.Millisecond))
+		const most = float64(100 * 365 * 24 * time.Hour / time.Millisecond) // no overflow into a negative Duration
+		return time.Duration(min(*a, most) * float64(time.Millisecond))
 	}
 	st := &TaskState{ID: w.TaskID, Status: w.Status, StatusMessage: w.StatusMessage,
 		TTL: ms(w.TTLMs, w.TTL), PollInterval: ms(w.PollIntervalMs, w.PollInterval)}
@@ -512,4 +513,17 @@ func (s *Session) requiresTasks(err error) bool {
 	}
 	_, ok := d.RequiredCapabilities.Extensions[mcp.ExtensionTasks]
 	return ok
+}
+
+// waitOrCancel is Wait for a call the caller made as an ordinary one
+// (CallTool): when the caller gives up, the task is cancelled too, as
+// cancelling a call's context cancels the call.
+func (t *Task) waitOrCancel(ctx context.Context) (*mcp.ToolResult, error) {
+	res, err := t.Wait(ctx, nil)
+	if err != nil && ctx.Err() != nil && t.id != "" {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		t.Cancel(cctx)
+		cancel()
+	}
+	return res, err
 }

@@ -884,8 +884,17 @@ var ErrProgressNotIncreasing = errors.New("mcp: progress must increase with ever
 // does nothing otherwise). The notification reaches the client before the
 // result; total <= 0 and message "" are left out.
 func (r *ToolRequest) Progress(progress, total float64, message string) error {
-	if r.progressToken == nil || r.inTask() {
+	if r.progressToken == nil {
 		return nil
+	}
+	// In a task the request has been answered. A 2025-11-25 token stays
+	// valid for the task's life: its progress goes to the connection that
+	// made it, tied to the task; the extension has none.
+	var conn *rpc.Conn
+	if r.inTask() {
+		if conn = r.start.statusTo; conn == nil {
+			return nil
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -899,7 +908,16 @@ func (r *ToolRequest) Progress(progress, total float64, message string) error {
 	if message != "" {
 		p["message"] = message
 	}
-	if err := r.rpc.Notify(mcp.MethodProgress, p); err != nil {
+	var err error
+	if conn != nil {
+		p["_meta"] = relatedTask(r.start.run.id)
+		ctx, cancel := context.WithTimeout(context.Background(), statusNotifyTimeout)
+		err = conn.Notify(ctx, mcp.MethodProgress, p)
+		cancel()
+	} else {
+		err = r.rpc.Notify(mcp.MethodProgress, p)
+	}
+	if err != nil {
 		return err
 	}
 	r.sent, r.last = true, progress
@@ -1090,22 +1108,36 @@ func (ss *session) watchLegacyChanges(conn *rpc.Conn, changed <-chan struct{}) {
 func (ss *session) watchTasks(ctx context.Context, ids []string) (*taskWatch, []string, error) {
 	rt := ss.srv.tasks
 	owner := ownerOf(ctx)
-	var ok []string
+	var unique []string
+	seen := map[string]bool{}
 	for _, id := range ids {
-		if slices.Contains(ok, id) {
-			continue
+		if !seen[id] {
+			seen[id] = true
+			unique = append(unique, id)
 		}
+	}
+	if len(unique) > rt.opts.MaxListenTasks {
+		rt.listenRefused.Add(1)
+		rt.log.Warn("mcp: a listen stream asked for too many tasks", "tasks", len(unique), "max_listen_tasks", rt.opts.MaxListenTasks)
+		return nil, nil, mcp.InvalidParams("invalid params: a listen stream may follow at most %d tasks (asked for %d)", rt.opts.MaxListenTasks, len(unique))
+	}
+	// Watched first, then read: a change in between is not missed, and
+	// the stream starts with each task's current state.
+	w, err := rt.watch(unique, owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ok []string
+	for _, id := range unique {
 		t, err := rt.store.Get(ctx, id)
 		if err == nil && t.Owner == owner && t.Design == mcp.LatestVersion {
 			ok = append(ok, id)
+			w.push(t)
 		}
 	}
 	if len(ok) == 0 {
+		rt.unwatch(w)
 		return nil, nil, nil
-	}
-	w, err := rt.watch(ok, owner)
-	if err != nil {
-		return nil, nil, err
 	}
 	return w, ok, nil
 }

@@ -43,6 +43,19 @@ type TaskOptions struct {
 	// in its request instead, and one that must is refused (-32000,
 	// counted in TaskStats.Refused).
 	MaxRunning int
+	// MaxRunningPerOwner bounds the task handlers one requestor runs at
+	// once (its verified identity, or its stream connection; every
+	// anonymous request over stateless HTTP counts as one requestor).
+	// Default 100, never more than MaxRunning. Beyond it, as beyond
+	// MaxRunning.
+	MaxRunningPerOwner int
+	// InputTimeout bounds how long a task waits on the client's answers
+	// (input_required): then Ask returns ErrInputTimeout, which a handler
+	// that returns it turns into a failed task. Default 1 hour.
+	InputTimeout time.Duration
+	// MaxListenTasks bounds the task ids one subscriptions/listen stream
+	// may follow (notifications.taskIds); more is -32602. Default 100.
+	MaxListenTasks int
 	// Now is the clock of the tasks' timestamps; nil means time.Now.
 	Now func() time.Time
 }
@@ -54,8 +67,12 @@ type TaskStats struct {
 	Completed int64
 	Failed    int64 // ended with a protocol error (a panic included)
 	Cancelled int64 // stopped by tasks/cancel
-	Refused   int64 // not created: MaxRunning reached or the store full
+	Refused   int64 // not created: MaxRunning or MaxRunningPerOwner reached, or the store full
 	Panics    int64 // task handlers that panicked
+	// InputTimeouts counts the Asks that waited InputTimeout in vain.
+	InputTimeouts int64
+	// ListenRefused counts listen streams refused for MaxListenTasks.
+	ListenRefused int64
 }
 
 // Errors a task handler's context ends with (context.Cause).
@@ -64,6 +81,9 @@ var (
 	ErrTaskCancelled = errors.New("mcp: the task was cancelled by the client")
 	// ErrServerShutdown: Server.Shutdown stopped the task.
 	ErrServerShutdown = errors.New("mcp: the server is shutting down")
+	// ErrInputTimeout: a task waited TaskOptions.InputTimeout for the
+	// client's answers.
+	ErrInputTimeout = errors.New("mcp: the client did not answer the task's input requests in time")
 )
 
 // taskRuntime runs the tasks of one Server: the handlers running here,
@@ -77,16 +97,26 @@ type taskRuntime struct {
 
 	mu       sync.Mutex
 	running  map[string]*taskRun
-	watchers map[*taskWatch]struct{}
-	subStop  func() // the store subscription, while anything needs it
+	perOwner map[string]int                     // running handlers by requestor (owner and scope)
+	watchers map[string]map[*taskWatch]struct{} // by task id
+	asking   map[string]bool                    // 2025-11-25 input requests out to a client: task id, key
 	closed   bool
 	wg       sync.WaitGroup
 
-	created, completed, failed, cancelled, refused, panics atomic.Int64
+	// The store subscription lives while any run or watcher needs it. It
+	// is started and stopped under subMu, never under mu: a store's
+	// delivery (onEvent) takes mu, and a store may wait for a delivery in
+	// flight when it is stopped.
+	subMu   sync.Mutex
+	subRefs int
+	subStop func()
+
+	created, completed, failed, cancelled, refused, panics, inputTimeouts, listenRefused atomic.Int64
 }
 
 func newTaskRuntime(s *Server, o *TaskOptions) *taskRuntime {
-	rt := &taskRuntime{srv: s, log: s.opts.Logger, running: map[string]*taskRun{}, watchers: map[*taskWatch]struct{}{}}
+	rt := &taskRuntime{srv: s, log: s.opts.Logger, running: map[string]*taskRun{}, perOwner: map[string]int{},
+		watchers: map[string]map[*taskWatch]struct{}{}, asking: map[string]bool{}}
 	if o != nil {
 		rt.opts = *o
 	}
@@ -106,6 +136,16 @@ func newTaskRuntime(s *Server, o *TaskOptions) *taskRuntime {
 	if rt.opts.MaxRunning <= 0 {
 		rt.opts.MaxRunning = 1000
 	}
+	if rt.opts.MaxRunningPerOwner <= 0 {
+		rt.opts.MaxRunningPerOwner = 100
+	}
+	rt.opts.MaxRunningPerOwner = min(rt.opts.MaxRunningPerOwner, rt.opts.MaxRunning)
+	if rt.opts.InputTimeout <= 0 {
+		rt.opts.InputTimeout = time.Hour
+	}
+	if rt.opts.MaxListenTasks <= 0 {
+		rt.opts.MaxListenTasks = 100
+	}
 	if rt.opts.Now == nil {
 		rt.opts.Now = time.Now
 	}
@@ -119,7 +159,8 @@ func (s *Server) TaskStats() TaskStats {
 	running := int64(len(rt.running))
 	rt.mu.Unlock()
 	return TaskStats{Created: rt.created.Load(), Running: running, Completed: rt.completed.Load(), Failed: rt.failed.Load(),
-		Cancelled: rt.cancelled.Load(), Refused: rt.refused.Load(), Panics: rt.panics.Load()}
+		Cancelled: rt.cancelled.Load(), Refused: rt.refused.Load(), Panics: rt.panics.Load(), InputTimeouts: rt.inputTimeouts.Load(),
+		ListenRefused: rt.listenRefused.Load()}
 }
 
 // Shutdown stops the link to Options.Bus, and the task handlers running
@@ -150,47 +191,57 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// retainLocked starts the store subscription when the first run or
-// watcher needs it; releaseLocked stops it after the last.
-func (rt *taskRuntime) retainLocked() error {
-	if rt.subStop != nil {
-		return nil
+// retain starts the store subscription when the first run or watcher
+// needs it; release stops it after the last. Neither is called with mu
+// held.
+func (rt *taskRuntime) retain() error {
+	rt.subMu.Lock()
+	defer rt.subMu.Unlock()
+	if rt.subStop == nil {
+		stop, err := rt.store.Subscribe(context.Background(), rt.onEvent)
+		if err != nil {
+			return fmt.Errorf("mcp: subscribing to the task store: %w", err)
+		}
+		rt.subStop = stop
 	}
-	stop, err := rt.store.Subscribe(context.Background(), rt.onEvent)
-	if err != nil {
-		return fmt.Errorf("mcp: subscribing to the task store: %w", err)
-	}
-	rt.subStop = stop
+	rt.subRefs++
 	return nil
 }
 
-func (rt *taskRuntime) releaseLocked() {
-	if rt.subStop != nil && len(rt.running) == 0 && len(rt.watchers) == 0 {
-		rt.subStop()
+func (rt *taskRuntime) release() {
+	rt.subMu.Lock()
+	defer rt.subMu.Unlock()
+	rt.subRefs--
+	if rt.subRefs == 0 && rt.subStop != nil {
+		stop := rt.subStop
 		rt.subStop = nil
+		stop()
 	}
 }
 
 // onEvent passes a change on to the handler running the task here (an
-// answer, a cancellation) and to the listen streams watching it.
+// answer, a cancellation) and to the listen streams watching it. What it
+// acts on is taken under mu, and acted on after.
 func (rt *taskRuntime) onEvent(ev tasks.Event) {
 	t := ev.Task
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if run := rt.running[t.ID]; run != nil {
+	run := rt.running[t.ID]
+	var ws []*taskWatch
+	for w := range rt.watchers[t.ID] {
+		if w.owner == t.Owner {
+			ws = append(ws, w)
+		}
+	}
+	rt.mu.Unlock()
+	if run != nil {
 		if t.CancelRequested || t.Status == tasks.Cancelled {
 			run.cancel(ErrTaskCancelled)
 		} else {
-			select {
-			case run.wake <- struct{}{}:
-			default:
-			}
+			run.signal()
 		}
 	}
-	for w := range rt.watchers {
-		if slices.Contains(w.ids, t.ID) && (w.owner == "" || w.owner == t.Owner) {
-			w.push(t)
-		}
+	for _, w := range ws {
+		w.push(t)
 	}
 }
 
@@ -220,9 +271,27 @@ type taskRun struct {
 	rt     *taskRuntime
 	id     string
 	design string
+	who    string // the requestor (MaxRunningPerOwner)
 	cancel context.CancelCauseFunc
-	wake   chan struct{} // a change to the task (an answer) may concern it
-	keys   map[string]bool
+
+	mu      sync.Mutex
+	changed chan struct{}   // closed (and replaced) at a change of the task: every Ask waiting looks again
+	keys    map[string]bool // input keys minted, never used twice
+}
+
+// signal wakes every Ask of the run waiting on a change.
+func (run *taskRun) signal() {
+	run.mu.Lock()
+	close(run.changed)
+	run.changed = make(chan struct{})
+	run.mu.Unlock()
+}
+
+// changes returns the channel closed at the next change.
+func (run *taskRun) changes() <-chan struct{} {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.changed
 }
 
 // taskStart is what a task-augmented tools/call's request waits for: the
@@ -270,7 +339,8 @@ func (r *ToolRequest) StartTask(ctx context.Context) (context.Context, error) {
 		Status: tasks.Working, CreatedAt: now, LastUpdatedAt: now, TTL: ts.ttl, PollInterval: rt.opts.PollInterval,
 	}
 	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	run := &taskRun{rt: rt, id: rec.ID, design: ts.design, cancel: cancel, wake: make(chan struct{}, 1), keys: map[string]bool{}}
+	who := rec.Owner + "\x00" + rec.Scope
+	run := &taskRun{rt: rt, id: rec.ID, design: ts.design, who: who, cancel: cancel, changed: make(chan struct{}), keys: map[string]bool{}}
 	refuse := func(why string, err error) (context.Context, error) {
 		cancel(nil)
 		rt.refused.Add(1)
@@ -290,21 +360,27 @@ func (r *ToolRequest) StartTask(ctx context.Context) (context.Context, error) {
 		rt.mu.Unlock()
 		return refuse(fmt.Sprintf("%d tasks running, the most allowed", rt.opts.MaxRunning), nil)
 	}
+	if rt.perOwner[who] >= rt.opts.MaxRunningPerOwner {
+		rt.mu.Unlock()
+		return refuse(fmt.Sprintf("%d tasks of this requestor running, the most allowed", rt.opts.MaxRunningPerOwner), nil)
+	}
 	// Registered before the store has it, so that a cancellation coming
 	// right after creation finds it; counted in the wait group under the
 	// same lock as closed, so that a Shutdown from now on waits for it
 	// (and cancels it: it is in running).
 	rt.running[rec.ID] = run
+	rt.perOwner[who]++
 	rt.wg.Add(1)
-	err := rt.retainLocked()
 	rt.mu.Unlock()
+	err := rt.retain()
 	if err == nil {
-		err = rt.store.Create(ctx, rec)
+		if err = rt.store.Create(ctx, rec); err != nil {
+			rt.release()
+		}
 	}
 	if err != nil {
 		rt.mu.Lock()
-		delete(rt.running, rec.ID)
-		rt.releaseLocked()
+		rt.forgetLocked(run)
 		rt.mu.Unlock()
 		rt.wg.Done()
 		return refuse("the task store refused it", err)
@@ -317,6 +393,14 @@ func (r *ToolRequest) StartTask(ctx context.Context) (context.Context, error) {
 	}
 	ts.started <- rec
 	return tctx, nil
+}
+
+// forgetLocked takes a run out of the running tables.
+func (rt *taskRuntime) forgetLocked(run *taskRun) {
+	delete(rt.running, run.id)
+	if rt.perOwner[run.who]--; rt.perOwner[run.who] <= 0 {
+		delete(rt.perOwner, run.who)
+	}
 }
 
 // SetStatusMessage sets the task's statusMessage (what tasks/get shows of
@@ -345,9 +429,9 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 	rt := run.rt
 	defer func() {
 		rt.mu.Lock()
-		delete(rt.running, run.id)
-		rt.releaseLocked()
+		rt.forgetLocked(run)
 		rt.mu.Unlock()
+		rt.release()
 		run.cancel(nil)
 		rt.wg.Done()
 	}()
@@ -446,6 +530,7 @@ func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputReques
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	run.mu.Lock() // handlers may Ask from several goroutines
 	for _, k := range keys {
 		wk := k
 		for n := 2; run.keys[wk]; n++ {
@@ -453,6 +538,9 @@ func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputReques
 		}
 		run.keys[wk] = true
 		wire[k] = wk
+	}
+	run.mu.Unlock()
+	for k, wk := range wire {
 		b, err := json.Marshal(requests[k])
 		if err != nil {
 			return nil, fmt.Errorf("mcp: encoding the input request %q: %w", k, err)
@@ -476,11 +564,22 @@ func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputReques
 	}); err != nil {
 		return nil, taskStopped(ctx, err)
 	}
+	// An Ask given up (its context, the input timeout) takes its
+	// questions back: the task shows only what it still waits on.
+	answered := false
+	defer func() {
+		if !answered {
+			run.withdraw(ctx, wire)
+		}
+	}()
 	// Answers are told by the store's events; a store that can lose them
 	// is read again now and then all the same.
 	recheck := time.NewTicker(2 * time.Second)
 	defer recheck.Stop()
+	timeout := time.NewTimer(rt.opts.InputTimeout)
+	defer timeout.Stop()
 	for {
+		changed := run.changes() // taken before the look, so no change is missed
 		var out map[string]json.RawMessage
 		var refused error
 		_, err := rt.store.Update(ctx, run.id, func(t *tasks.Task) error {
@@ -520,22 +619,50 @@ func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputReques
 			t.LastUpdatedAt = rt.opts.Now().UTC()
 			return nil
 		})
-		if err == nil && refused != nil {
-			return nil, refused
-		}
 		if err == nil {
+			answered = true // nothing of it is left in the task
+			if refused != nil {
+				return nil, refused
+			}
 			return out, nil
 		}
 		if !errors.Is(err, errNotYet) {
 			return nil, taskStopped(ctx, err)
 		}
 		select {
-		case <-run.wake:
+		case <-changed:
 		case <-recheck.C:
+		case <-timeout.C:
+			rt.inputTimeouts.Add(1)
+			rt.log.Warn("mcp: a task's input requests were not answered in time", "task", run.id, "input_timeout", rt.opts.InputTimeout)
+			return nil, ErrInputTimeout
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
 	}
+}
+
+// withdraw takes an abandoned Ask's questions (and any late answers to
+// them) out of the task; a task that then waits on nothing is working.
+func (run *taskRun) withdraw(ctx context.Context, wire map[string]string) {
+	rt := run.rt
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	rt.store.Update(wctx, run.id, func(t *tasks.Task) error {
+		if t.Status.Terminal() {
+			return errTaskEnded
+		}
+		for _, wk := range wire {
+			delete(t.InputRequests, wk)
+			delete(t.Responses, wk)
+			delete(t.Refusals, wk)
+		}
+		if len(t.InputRequests) == 0 && t.Status == tasks.InputRequired {
+			t.Status = tasks.Working
+		}
+		t.LastUpdatedAt = rt.opts.Now().UTC()
+		return nil
+	})
 }
 
 var errNotYet = errors.New("mcp: not every input has been answered")
@@ -595,9 +722,17 @@ func (ss *session) taskDesign(t *registeredTool, req *rpc.Request, m *mcp.Reques
 		TTL *float64 `json:"ttl"`
 	}
 	if json.Unmarshal(taskParam, &tp) == nil && tp.TTL != nil && *tp.TTL > 0 {
-		ttl = min(time.Duration(*tp.TTL*float64(time.Millisecond)), rt.opts.MaxTTL)
+		// Compared in milliseconds before it becomes a Duration: a huge
+		// ttl would overflow into a negative one.
+		if ms := *tp.TTL; ms >= float64(rt.opts.MaxTTL.Milliseconds()) {
+			ttl = rt.opts.MaxTTL
+		} else {
+			ttl = max(time.Duration(ms*float64(time.Millisecond)), time.Millisecond)
+		}
 	}
-	ts := &taskStart{design: mcp.LatestLegacyVersion, ttl: ttl, required: ex.Requires(), started: make(chan *tasks.Task, 1), scope: ss.listScope()}
+	// The client asked for a task: it gets one or an error, never a plain
+	// result it is not waiting for.
+	ts := &taskStart{design: mcp.LatestLegacyVersion, ttl: ttl, required: true, started: make(chan *tasks.Task, 1), scope: ss.listScope()}
 	if !ss.stateless {
 		ts.statusTo = req.Conn() // notifications/tasks/status go to the connection that made it
 	}
@@ -738,9 +873,16 @@ func (ss *session) findTask(ctx context.Context, id string, design string) (*tas
 		return nil, mcp.InvalidParams("invalid params: unknown task %q (never created, expired, or not yours)", truncateID(id))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mcp: the task store: %w", err)
+		return nil, ss.srv.tasks.storeError("reading a task", err)
 	}
 	return t, nil
+}
+
+// storeError is what a client is told of a store's failure: that it
+// failed, not how (a store's error may name its hosts); the log has it.
+func (rt *taskRuntime) storeError(what string, err error) error {
+	rt.log.Warn("mcp: the task store failed", "doing", what, "error", err)
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: the task store is unavailable", nil)
 }
 
 func truncateID(id string) string {
@@ -778,13 +920,15 @@ func (ss *session) modernTasks(ctx context.Context, req *rpc.Request, m *mcp.Req
 				return nil, mcp.InvalidParams("invalid params: inputResponses[%q] must be an object", k)
 			}
 		}
-		if err := rt.answer(ctx, t.ID, answers); err != nil {
-			return nil, err
+		if err := rt.answer(ctx, t.ID, answers); errors.Is(err, tasks.ErrTooLarge) || errors.Is(err, tasks.ErrFull) {
+			return nil, mcp.InvalidParams("invalid params: the answers are larger than the task may keep")
+		} else if err != nil {
+			return nil, rt.storeError("tasks/update", err)
 		}
 		return ss.modernResult(map[string]any{}), nil
 	default: // tasks/cancel
 		if err := rt.cancelTask(ctx, t.ID); err != nil {
-			return nil, err
+			return nil, rt.storeError("tasks/cancel", err)
 		}
 		return ss.modernResult(map[string]any{}), nil
 	}
@@ -859,12 +1003,13 @@ func (rt *taskRuntime) cancelTask(ctx context.Context, id string) error {
 
 // listScope is where this connection's tasks made without an identity
 // are listed (2025-11-25 tasks/list): a stream connection has its own.
-// Stateless HTTP requests cannot be told apart without an identity: an
-// unprotected endpoint's anonymous tasks are listed to every anonymous
-// client (protect the endpoint to bind tasks to who made them).
+// Stateless HTTP requests cannot be told apart without an identity, so
+// an anonymous one lists nothing: listing every anonymous client's tasks
+// to each would hand out the ids that are their only protection (protect
+// the endpoint to bind tasks to who made them, and list them).
 func (ss *session) listScope() string {
 	if ss.stateless {
-		return "http:anonymous"
+		return ""
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -915,23 +1060,39 @@ func (w *taskWatch) take() []*tasks.Task {
 	return out
 }
 
+// watch starts telling w of the changes of tasks ids (of owner's only).
+// The caller then reads each task's current state: a change between the
+// two is not missed.
 func (rt *taskRuntime) watch(ids []string, owner string) (*taskWatch, error) {
 	w := &taskWatch{ids: ids, owner: owner, ready: make(chan struct{}, 1)}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.watchers[w] = struct{}{}
-	if err := rt.retainLocked(); err != nil {
-		delete(rt.watchers, w)
+	if err := rt.retain(); err != nil {
 		return nil, err
 	}
+	rt.mu.Lock()
+	for _, id := range ids {
+		m := rt.watchers[id]
+		if m == nil {
+			m = map[*taskWatch]struct{}{}
+			rt.watchers[id] = m
+		}
+		m[w] = struct{}{}
+	}
+	rt.mu.Unlock()
 	return w, nil
 }
 
 func (rt *taskRuntime) unwatch(w *taskWatch) {
 	rt.mu.Lock()
-	delete(rt.watchers, w)
-	rt.releaseLocked()
+	for _, id := range w.ids {
+		if m := rt.watchers[id]; m != nil {
+			delete(m, w)
+			if len(m) == 0 {
+				delete(rt.watchers, id)
+			}
+		}
+	}
 	rt.mu.Unlock()
+	rt.release()
 }
 
 // hasTaskTools reports whether any tool may run as a task (the server

@@ -36,8 +36,11 @@ func (ss *session) legacyTasks(ctx context.Context, req *rpc.Request, p *mcp.Req
 		next := ""
 		if owner != "" || scope != "" {
 			ts, n, err := rt.store.List(ctx, owner, scope, cursor, max(ss.srv.opts.PageSize, 0))
+			if errors.Is(err, tasks.ErrInvalidCursor) {
+				return nil, mcp.InvalidParams("invalid params: invalid cursor")
+			}
 			if err != nil {
-				return nil, mcp.InvalidParams("invalid params: %v", err)
+				return nil, rt.storeError("tasks/list", err)
 			}
 			for _, t := range ts {
 				if t.Design == mcp.LatestLegacyVersion {
@@ -90,6 +93,13 @@ func relatedTask(id string) map[string]any {
 // tied to the task, and the answers go to the task.
 func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Task) (any, error) {
 	rt := ss.srv.tasks
+	// A wait that lives until the task ends: it gives back its handler
+	// slot and counts against the connection's streams, as a listen
+	// stream does, so that waiting on many tasks cannot starve the
+	// connection's other requests (a tasks/cancel among them).
+	if err := req.Detach(); err != nil {
+		return nil, err
+	}
 	// The id, apart from t: t is read again at every turn, and the
 	// goroutines carrying input requests outlive a turn.
 	id := t.ID
@@ -98,7 +108,6 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 		return nil, err
 	}
 	defer rt.unwatch(w)
-	asked := map[string]bool{} // keys sent from here, not to be sent twice
 	recheck := time.NewTicker(2 * time.Second)
 	defer recheck.Stop()
 	for {
@@ -106,7 +115,7 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 			if errors.Is(err, tasks.ErrNotFound) {
 				return nil, mcp.InvalidParams("invalid params: the task %q has expired", truncateID(id))
 			}
-			return nil, err
+			return nil, rt.storeError("tasks/result", err)
 		}
 		switch {
 		case t.Status == tasks.Completed || (t.Status == tasks.Failed && len(t.Result) > 0):
@@ -132,15 +141,17 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 		case t.Status == tasks.InputRequired:
 			keys := slices.Sorted(maps.Keys(t.InputRequests))
 			for _, k := range keys {
-				if asked[k] {
+				// One request out per question, whichever tasks/result
+				// (of however many waiting) carries it.
+				if !rt.startAsking(id, k) {
 					continue
 				}
-				asked[k] = true
 				var ir struct {
 					Method string         `json:"method"`
 					Params map[string]any `json:"params"`
 				}
 				if err := json.Unmarshal(t.InputRequests[k], &ir); err != nil {
+					rt.doneAsking(id, k)
 					continue
 				}
 				if ir.Params == nil {
@@ -148,6 +159,7 @@ func (ss *session) taskResult(ctx context.Context, req *rpc.Request, t *tasks.Ta
 				}
 				ir.Params["_meta"] = relatedTask(id)
 				go func() {
+					defer rt.doneAsking(id, k)
 					res, err := req.Conn().Call(ctx, ir.Method, ir.Params)
 					var je *jsonrpc.Error
 					if errors.As(err, &je) {
@@ -194,4 +206,23 @@ func (rt *taskRuntime) refuse(ctx context.Context, id, key string, je *jsonrpc.E
 		t.LastUpdatedAt = rt.opts.Now().UTC()
 		return nil
 	})
+}
+
+// startAsking claims the sending of a task's input request (key) to a
+// client; false when another tasks/result has it out already.
+func (rt *taskRuntime) startAsking(id, key string) bool {
+	k := id + "\x00" + key
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.asking[k] {
+		return false
+	}
+	rt.asking[k] = true
+	return true
+}
+
+func (rt *taskRuntime) doneAsking(id, key string) {
+	rt.mu.Lock()
+	delete(rt.asking, id+"\x00"+key)
+	rt.mu.Unlock()
 }

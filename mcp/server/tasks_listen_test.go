@@ -20,8 +20,9 @@ const tasksMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-2
 // Issue 17 (notifications/tasks over subscriptions/listen, SEP-2663 "Task
 // Status Notifications"): a listen stream that names a task's id is told
 // of every change of it, each notification a complete DetailedTask with
-// the subscription id; the acknowledgment lists the ids agreed to, and
-// an id the caller cannot see is left out.
+// the subscription id; the acknowledgment lists the ids agreed to (an id
+// the caller cannot see is left out) and is followed by each task's
+// current state.
 func TestAListenStreamIsToldOfItsTasksChanges(t *testing.T) {
 	runMCP(t, nil, func(w *wiretest.Wire, s *server.Server) {
 		release := make(chan struct{})
@@ -42,8 +43,16 @@ func TestAListenStreamIsToldOfItsTasksChanges(t *testing.T) {
 			t.Fatalf("not a task: %s", created)
 		}
 		id := r.Result.TaskID
-		ack := mcptest.One(t, w.Exchange(`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{`+tasksMeta+`,"notifications":{"taskIds":["`+id+`","not-a-task"]}}}`))
-		mcptest.JSONEq(t, ack, `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L"},"notifications":{"taskIds":["`+id+`"]}}}`)
+		// The acknowledgment, then the task as it is now: a change between
+		// the two is not missed.
+		opened := w.Exchange(`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{` + tasksMeta + `,"notifications":{"taskIds":["` + id + `","not-a-task"]}}}`)
+		if len(opened) != 2 {
+			t.Fatalf("listen opened with %q", opened)
+		}
+		mcptest.JSONEq(t, opened[0], `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L"},"notifications":{"taskIds":["`+id+`"]}}}`)
+		if !strings.Contains(opened[1], `"method":"notifications/tasks"`) || !strings.Contains(opened[1], `"status":"working"`) {
+			t.Fatalf("the current state: %s", opened[1])
+		}
 		close(release)
 		w.Settle()
 		lines := w.Take()
@@ -105,6 +114,36 @@ func TestALegacyTaskTellsItsConnectionOfEachStatus(t *testing.T) {
 		got := mcptest.One(t, w.Take())
 		if !strings.Contains(got, `"method":"notifications/tasks/status"`) || !strings.Contains(got, `"status":"completed"`) || !strings.Contains(got, `"ttl":1000`) {
 			t.Fatalf("status notification: %s", got)
+		}
+	})
+}
+
+// Issue 17 (review): "the progress token remains valid for the task's
+// lifetime" (2025-11-25): a task's progress goes to the stream connection
+// that made it, tied to the task.
+func TestALegacyTasksProgressReachesItsConnection(t *testing.T) {
+	runMCP(t, nil, func(w *wiretest.Wire, s *server.Server) {
+		release := make(chan struct{})
+		server.AddTool(s, mcp.Tool{Name: "job", Execution: &mcp.ToolExecution{TaskSupport: mcp.TaskOptional}},
+			func(ctx context.Context, r *server.ToolRequest, _ struct{}) (*mcp.ToolResult, error) {
+				<-release
+				if err := r.Progress(1, 2, "halfway"); err != nil {
+					return nil, err
+				}
+				return mcp.TextResult("done"), nil
+			})
+		defer s.Shutdown(context.Background())
+		w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+		w.Exchange(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		created := mcptest.One(t, w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"job","arguments":{},"task":{},"_meta":{"progressToken":"p1"}}}`))
+		if !strings.Contains(created, `"task":{`) {
+			t.Fatalf("not a task: %s", created)
+		}
+		close(release)
+		w.Settle()
+		got := strings.Join(w.Take(), "\n")
+		if !strings.Contains(got, `"method":"notifications/progress"`) || !strings.Contains(got, `"progressToken":"p1"`) || !strings.Contains(got, `"io.modelcontextprotocol/related-task"`) {
+			t.Fatalf("no progress tied to the task: %s", got)
 		}
 	})
 }

@@ -308,7 +308,7 @@ func (m *Memory) List(ctx context.Context, owner, scope, cursor string, limit in
 			after, err = strconv.ParseUint(string(b), 10, 64)
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("tasks: invalid cursor")
+			return nil, "", ErrInvalidCursor
 		}
 	}
 	if limit <= 0 {

@@ -149,6 +149,8 @@ var (
 	ErrExists = errors.New("tasks: a task with this id exists")
 	// ErrTooLarge: a task's payload alone exceeds what the store keeps.
 	ErrTooLarge = errors.New("tasks: the task is larger than the store keeps")
+	// ErrInvalidCursor: List was given a cursor it did not make.
+	ErrInvalidCursor = errors.New("tasks: invalid cursor")
 )
 
 // Store keeps tasks where every server instance that may be asked about

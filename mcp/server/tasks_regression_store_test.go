@@ -1,0 +1,94 @@
+package server_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/agentwire/agentwire/internal/wiretest"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/internal/mcptest"
+	"github.com/agentwire/agentwire/mcp/server"
+	"github.com/agentwire/agentwire/mcp/tasks"
+)
+
+// A shared store whose stop waits for the delivery in flight (as a
+// cancel-then-wg.Wait implementation does).
+type waitingStop struct{ tasks.Store }
+
+var logf = func(string, ...any) {}
+
+var subs, stops, deliveries, calls atomic.Int64
+
+func (w waitingStop) Subscribe(ctx context.Context, f func(tasks.Event)) (func(), error) {
+	var inflight sync.WaitGroup
+	var mu sync.Mutex
+	stopped := false
+	stop, err := w.Store.Subscribe(ctx, func(ev tasks.Event) {
+		calls.Add(1)
+		logf("deliver %s %s", ev.Task.ID[:4], ev.Task.Status)
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
+		}
+		inflight.Add(1)
+		mu.Unlock()
+		defer inflight.Done()
+		deliveries.Add(1)
+		time.Sleep(time.Millisecond) // a delivery that takes a moment
+		f(ev)
+	})
+	subs.Add(1)
+	return func() {
+		stops.Add(1)
+		logf("stop")
+		stop()
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		inflight.Wait()
+	}, err
+}
+
+// Regression: the runtime stopped the store subscription while holding
+// its lock, which the store's delivery takes: a store whose stop waits
+// for the delivery in flight deadlocked every task call and Shutdown.
+// The subscription is now started and stopped outside that lock.
+func TestRegressionStoppingTheSubscriptionDoesNotDeadlockWithADelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logf = t.Logf
+		s := mcptest.NewServer(&server.Options{Tasks: &server.TaskOptions{Store: waitingStop{tasks.NewMemory(nil)}}, Logger: wiretest.Quiet})
+		s.AddTool(mcp.Tool{Name: "quick", Execution: optional}, func(context.Context, *server.ToolRequest) (*mcp.ToolResult, error) {
+			logf("handler")
+			time.Sleep(time.Microsecond) // the handler takes a moment
+			return mcp.TextResult("done"), nil
+		})
+		w := wiretest.Start(t, s.Handler(), s.ConnOptions(nil), true)
+		tw := &taskWire{Wire: w, t: t, s: s}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 20 {
+				tw.Send(declared(tw.id(), "tools/call", `"name":"quick","arguments":{}`))
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("stuck")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		t.Logf("subs %d stops %d deliveries %d calls %d", subs.Load(), stops.Load(), deliveries.Load(), calls.Load())
+		t.Logf("stats %+v lines %d", s.TaskStats(), len(w.Take()))
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v; stats %+v (a finish stuck stopping the subscription, the delivery waiting for the runtime lock)", err, s.TaskStats())
+		}
+		w.Finish()
+	})
+}
