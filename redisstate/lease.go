@@ -101,6 +101,12 @@ func (s *State) renew() {
 	}
 }
 
+// Released stops renewing the lease of a task whose handler has
+// returned (tasks.Releaser): if its outcome was written the task has
+// ended already; if not, another instance's sweeper fails it once the
+// lease runs out.
+func (st *store) Released(id string) { st.s.forget(id) }
+
 func (s *State) forget(id string) {
 	s.mu.Lock()
 	delete(s.local, id)

@@ -135,6 +135,16 @@ HTTP flags (serve mcp --http, bridge):
                            $AGENTWIRE_TOKEN. The OAuth variables are removed from the
                            environment of the processes started, and the bridge never
                            passes a client's token to its server
+  --redis URL              (serve mcp) be one instance of a fleet: tasks, listen
+                           notifications and the requestState keys are shared with the
+                           other instances through the Redis at URL (redis://host:port/db,
+                           rediss:// for TLS). Redis down: tasks are refused, the rest is
+                           served; see docs/scaling.md
+  --redis-prefix P         the prefix of every key and channel (default agentwire:)
+  --redis-lease D          how long the tasks of an instance that stopped answering stay
+                           working before another marks them failed (default 15s)
+  --redis-rotate-keys D    rotate the requestState key fleet-wide every D (default never;
+                           at least 1h)
   Only /mcp is served (404 elsewhere); bodies over 4 MiB get 413.
 
 Flags of call:

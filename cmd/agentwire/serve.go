@@ -48,11 +48,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	var era, httpAddr, fixtureSet *string
 	var hf *httpFlags
+	var rf *redisFlags
 	var legacySilent, ignoreEOF, ignoreTerm, noGuard, demoTools *bool
 	if name == "mcp" {
 		httpAddr = fs.String("http", "", "serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1) instead of stdio")
 		fixtureSet = fs.String("fixtures", "", "add a fixture set: conformance (the MCP conformance suite's tools, resources and prompts)")
 		hf = addHTTPFlags(fs)
+		rf = addRedisFlags(fs)
 		era = fs.String("era", "dual", "dual, modern or legacy")
 		legacySilent = fs.Bool("legacy-silent", false, "as a legacy server, answer nothing before initialize")
 		ignoreEOF = fs.Bool("ignore-eof", false, "keep running after stdin EOF")
@@ -120,13 +122,31 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		// Over a network, no client may end the server: crash only when
 		// asked for.
 		so := mcpserver.Options{Logger: logger, Eras: eras}
-		h := streamable.NewHandler(seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools}), o)
+		closeRedis := func() {}
+		if *rf.url != "" {
+			if closeRedis, err = rf.apply(&so, logger); err != nil {
+				fmt.Fprintln(stderr, "agentwire serve mcp:", err)
+				return 2
+			}
+		} else if given := rf.given(fs); len(given) > 0 {
+			fmt.Fprintf(stderr, "agentwire serve mcp: %s: only with --redis\n", strings.Join(given, ", "))
+			return 2
+		}
+		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools})
+		h := streamable.NewHandler(srv, o)
 		intr := watchInterrupts()
 		defer intr.stop()
-		return serveHTTP("serve mcp", addr, h, stderr, logger, intr)
+		code := serveHTTP("serve mcp", addr, h, stderr, logger, intr)
+		// The tasks running here end (failed, in a shared store: no other
+		// instance could finish them) before the link to Redis does.
+		ctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+		srv.Shutdown(ctx)
+		cancel()
+		closeRedis()
+		return code
 	}
 	if hf != nil {
-		given := hf.given()
+		given := append(hf.given(), rf.given(fs)...)
 		if *demoTools {
 			given = append(given, "--demo-tools")
 		}

@@ -496,16 +496,19 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 		t.EndedAt = t.LastUpdatedAt
 		return nil
 	}
-	_, uerr := rt.store.Update(context.Background(), run.id, update)
+	uerr := rt.storeOutcome(run.id, update)
 	if errors.Is(uerr, tasks.ErrTooLarge) || errors.Is(uerr, tasks.ErrFull) {
 		status, result = tasks.Failed, nil
 		errObj, _ = json.Marshal(jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: the task's result is larger than the task store keeps", nil))
-		_, uerr = rt.store.Update(context.Background(), run.id, update)
+		uerr = rt.storeOutcome(run.id, update)
 	}
 	switch {
 	case errors.Is(uerr, errTaskEnded):
 		return
 	case uerr != nil:
+		// A store that leases its running tasks (tasks.Releaser) lets the
+		// lease lapse, and the task ends failed as if this instance had
+		// been lost: it is never left working forever.
 		rt.log.Error("mcp: a task's outcome could not be stored", "task", run.id, "error", uerr)
 		return
 	}
@@ -517,6 +520,36 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 }
 
 var errTaskEnded = errors.New("mcp: the task has ended")
+
+// outcomeRetries bounds the tries of a task's outcome against a store
+// that fails (a shared store's outage): the first at once, then after
+// 100 ms, doubling to 5 s, about a minute in all.
+const outcomeRetries = 16
+
+// storeOutcome writes a task's outcome, trying again while the store
+// fails (not when it refuses: an ended task, a result too large).
+func (rt *taskRuntime) storeOutcome(id string, update func(*tasks.Task) error) error {
+	wait := 100 * time.Millisecond
+	var err error
+	for try := range outcomeRetries {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = rt.store.Update(ctx, id, update)
+		cancel()
+		if err == nil || errors.Is(err, errTaskEnded) || errors.Is(err, tasks.ErrTooLarge) || errors.Is(err, tasks.ErrFull) || errors.Is(err, tasks.ErrNotFound) {
+			break
+		}
+		if try == 0 {
+			rt.log.Warn("mcp: storing a task's outcome failed; trying again", "task", id, "error", err)
+		}
+		t := time.NewTimer(wait)
+		<-t.C
+		wait = min(wait*2, 5*time.Second)
+	}
+	if r, ok := rt.store.(tasks.Releaser); ok {
+		r.Released(id)
+	}
+	return err
+}
 
 // ask parks the task as input_required with requests until the client
 // has answered every one (through any instance), and returns the answers

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,5 +91,49 @@ func TestRegressionStoppingTheSubscriptionDoesNotDeadlockWithADelivery(t *testin
 			t.Errorf("Shutdown: %v; stats %+v (a finish stuck stopping the subscription, the delivery waiting for the runtime lock)", err, s.TaskStats())
 		}
 		w.Finish()
+	})
+}
+
+// flakyOutcome is a store whose updates fail (as a shared store's do in
+// an outage) while down is set, and that records Released.
+type flakyOutcome struct {
+	tasks.Store
+	down     atomic.Bool
+	failed   atomic.Int64
+	released atomic.Int64
+}
+
+func (f *flakyOutcome) Update(ctx context.Context, id string, fn func(*tasks.Task) error) (*tasks.Task, error) {
+	if f.down.Load() {
+		f.failed.Add(1)
+		return nil, errors.New("store: connection refused")
+	}
+	return f.Store.Update(ctx, id, fn)
+}
+
+func (f *flakyOutcome) Released(string) { f.released.Add(1) }
+
+// Regression (found building the Redis store): when writing a task's
+// outcome failed, the task was left working forever (a shared store kept
+// renewing its lease). The outcome is now tried again for about a minute,
+// and the store is told the handler is done (tasks.Releaser) either way.
+func TestRegressionATasksOutcomeOutlastsAStoreOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyOutcome{Store: tasks.NewMemory(nil)}
+		s := mcptest.NewServer(&server.Options{Tasks: &server.TaskOptions{Store: store}, Logger: wiretest.Quiet})
+		g := addGated(s, "job", optional)
+		w := wiretest.Start(t, s.Handler(), s.ConnOptions(nil), true)
+		defer w.Finish()
+		defer s.Shutdown(context.Background())
+		tw := &taskWire{Wire: w, t: t, s: s}
+		id := tw.start("job", `{}`)
+		store.down.Store(true)
+		close(g.release)
+		w.Sleep(3 * time.Second) // the outage lasts through several tries
+		store.down.Store(false)
+		w.Sleep(10 * time.Second)
+		if st := tw.get(id)["status"]; st != "completed" || store.failed.Load() < 3 || store.released.Load() != 1 {
+			t.Fatalf("after the outage: status %v, %d failed writes, released %d times", st, store.failed.Load(), store.released.Load())
+		}
 	})
 }

@@ -178,3 +178,13 @@ type Store interface {
 	// the order the changes were made.
 	Subscribe(ctx context.Context, f func(Event)) (stop func(), err error)
 }
+
+// Releaser is a Store that keeps something for the tasks running through
+// it (a shared store's lease, renewed while the instance runs the task).
+// The server calls Released once the handler of a task it created has
+// returned and its outcome was written, or could not be: a store then
+// stops renewing, so that a task whose outcome never landed is failed
+// when its lease runs out instead of staying working forever.
+type Releaser interface {
+	Released(id string)
+}
