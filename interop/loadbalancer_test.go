@@ -17,70 +17,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwire/agentwire/internal/debpkg"
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/mcp/host"
 	"github.com/agentwire/agentwire/mcp/streamable"
 )
 
-// nginxBinary finds nginx, or fetches Debian's package into dir and
-// unpacks it there (no system install, no service started).
-func nginxBinary(t *testing.T, dir string) string {
-	t.Helper()
-	if p, err := exec.LookPath("nginx"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
-		return "/usr/sbin/nginx"
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		t.Skip("the load-balancer test needs nginx from Debian's packages (no apt-get here)")
-	}
-	download := func() error {
-		cmd := exec.Command("apt-get", "download", "-q", "nginx")
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("apt-get download nginx: %v\n%s", err, out)
-		}
-		return nil
-	}
-	if err := download(); err != nil {
-		// A fresh machine may have no package lists yet.
-		if out, uerr := exec.Command("apt-get", "update", "-q").CombinedOutput(); uerr != nil {
-			t.Fatalf("%v; apt-get update: %v\n%s", err, uerr, out)
-		}
-		if err := download(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	debs, _ := filepath.Glob(filepath.Join(dir, "nginx_*.deb"))
-	if len(debs) != 1 {
-		t.Fatalf("no nginx package in %s", dir)
-	}
-	root := filepath.Join(dir, "root")
-	if out, err := exec.Command("dpkg-deb", "-x", debs[0], root).CombinedOutput(); err != nil {
-		t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
-	}
-	return filepath.Join(root, "usr", "sbin", "nginx")
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startNginx runs nginx as a round-robin load balancer in front of the
-// given upstreams and returns its endpoint URL and access log path.
+// startNginx runs nginx (Debian's, fetched into the tests' cache when
+// none is installed: debpkg) as a round-robin load balancer in front of
+// the given upstreams and returns its endpoint URL and access log path.
+// Each line of the log is one request: its method, status, the upstream
+// that answered, and the request's Mcp-Method and Mcp-Name headers
+// ("-" when absent).
 func startNginx(t *testing.T, upstreams []string) (string, string) {
 	t.Helper()
+	bin, env := debpkg.Binary(t, debpkg.Nginx)
 	dir := t.TempDir()
-	bin := nginxBinary(t, dir)
-	port := freePort(t)
+	port := debpkg.FreePort(t)
 	var servers strings.Builder
 	for _, u := range upstreams {
 		pu, err := url.Parse(u)
@@ -98,7 +51,7 @@ pid %[1]s/nginx.pid;
 error_log stderr warn;
 events { worker_connections 512; }
 http {
-  log_format lb '$request_method $status $upstream_addr';
+  log_format lb '$request_method $status $upstream_addr $http_mcp_method $http_mcp_name';
   access_log %[2]s lb;
   client_body_temp_path %[1]s/body;
   proxy_temp_path %[1]s/proxy;
@@ -124,6 +77,7 @@ http {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", "stderr")
+	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
