@@ -81,6 +81,10 @@ var (
 	ErrTaskCancelled = errors.New("mcp: the task was cancelled by the client")
 	// ErrServerShutdown: Server.Shutdown stopped the task.
 	ErrServerShutdown = errors.New("mcp: the server is shutting down")
+	// ErrTaskEnded: the task was ended by another than its handler (a
+	// shared store's sweeper that took this instance for lost): what the
+	// handler would return could not be recorded.
+	ErrTaskEnded = errors.New("mcp: the task was ended elsewhere (its instance was taken for lost)")
 	// ErrInputTimeout: a task waited TaskOptions.InputTimeout for the
 	// client's answers.
 	ErrInputTimeout = errors.New("mcp: the client did not answer the task's input requests in time")
@@ -234,9 +238,15 @@ func (rt *taskRuntime) onEvent(ev tasks.Event) {
 	}
 	rt.mu.Unlock()
 	if run != nil {
-		if t.CancelRequested || t.Status == tasks.Cancelled {
+		switch {
+		case t.CancelRequested || t.Status == tasks.Cancelled:
 			run.cancel(ErrTaskCancelled)
-		} else {
+		case t.Status.Terminal():
+			// Ended by someone else: a shared store's sweeper that took
+			// this instance for lost. Nothing the handler does now can
+			// land, so it stops.
+			run.cancel(ErrTaskEnded)
+		default:
 			run.signal()
 		}
 	}
@@ -446,6 +456,9 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 			map[string]any{"exception": fmt.Sprintf("%T", panicked), "panic": true}))
 	case errors.Is(cause, ErrTaskCancelled):
 		return // tasks/cancel has recorded it
+	case errors.Is(cause, ErrTaskEnded):
+		rt.log.Warn("mcp: a task's outcome is dropped: the task was ended elsewhere", "task", run.id)
+		return
 	case err == nil:
 		if res == nil {
 			res = &mcp.ToolResult{}
@@ -504,6 +517,9 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 	}
 	switch {
 	case errors.Is(uerr, errTaskEnded):
+		if !errors.Is(cause, ErrTaskCancelled) {
+			rt.log.Warn("mcp: a task's outcome is dropped: the task was ended elsewhere", "task", run.id, "status", status)
+		}
 		return
 	case uerr != nil:
 		// A store that leases its running tasks (tasks.Releaser) lets the

@@ -137,3 +137,37 @@ func TestRegressionATasksOutcomeOutlastsAStoreOutage(t *testing.T) {
 		}
 	})
 }
+
+// Regression (found reviewing the Redis store): a task ended by someone
+// else than its handler (a shared store's sweeper that took this
+// instance for lost) kept its handler running, and its outcome was
+// dropped without a word. The handler's context now ends with
+// ErrTaskEnded.
+func TestRegressionATaskEndedElsewhereStopsItsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := tasks.NewMemory(nil)
+		s := mcptest.NewServer(&server.Options{Tasks: &server.TaskOptions{Store: store}, Logger: wiretest.Quiet})
+		g := addGated(s, "job", optional)
+		w := wiretest.Start(t, s.Handler(), s.ConnOptions(nil), true)
+		defer w.Finish()
+		defer s.Shutdown(context.Background())
+		tw := &taskWire{Wire: w, t: t, s: s}
+		id := tw.start("job", `{}`)
+		store.Update(context.Background(), id, func(t *tasks.Task) error { // the sweeper
+			t.Status, t.StatusMessage = tasks.Failed, "the server instance running the task was lost"
+			return nil
+		})
+		synctest.Wait()
+		select {
+		case cause := <-g.causes:
+			if !errors.Is(cause, server.ErrTaskEnded) {
+				t.Fatalf("the handler's context ended with %v", cause)
+			}
+		default:
+			t.Fatal("the handler of a task ended elsewhere runs on")
+		}
+		if st := tw.get(id)["status"]; st != "failed" {
+			t.Fatalf("status %v", st)
+		}
+	})
+}
