@@ -79,6 +79,8 @@ Only serve acp:
                            (serve acp sizes --max-concurrent itself)
 Only serve mcp:
   --era E                  dual (default), modern or legacy
+  --task-ttl D             how long a task is kept once it has ended (default 1h; a
+                           2025-11-25 client may ask for its own ttl, up to 24h)
   --fixtures conformance   add the MCP conformance suite's fixture tools, resources,
                            prompts and completions
   --legacy-silent          as a legacy server, answer nothing before initialize

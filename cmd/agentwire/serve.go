@@ -47,6 +47,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		maxBackground = fs.Int("max-background", acp.DefaultMaxBackground, "prompts and MCP bridge requests running at once per connection")
 	}
 	var era, httpAddr, fixtureSet *string
+	var taskTTL *time.Duration
 	var hf *httpFlags
 	var rf *redisFlags
 	var legacySilent, ignoreEOF, ignoreTerm, noGuard, demoTools *bool
@@ -56,6 +57,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		hf = addHTTPFlags(fs)
 		rf = addRedisFlags(fs)
 		era = fs.String("era", "dual", "dual, modern or legacy")
+		taskTTL = fs.Duration("task-ttl", 0, "how long a task is kept once it has ended (default 1h)")
 		legacySilent = fs.Bool("legacy-silent", false, "as a legacy server, answer nothing before initialize")
 		ignoreEOF = fs.Bool("ignore-eof", false, "keep running after stdin EOF")
 		ignoreTerm = fs.Bool("ignore-sigterm", false, "ignore SIGTERM")
@@ -89,6 +91,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 
 	if fixtureSet != nil && *fixtureSet != "" && *fixtureSet != "conformance" {
 		fmt.Fprintf(stderr, "agentwire serve mcp: unknown --fixtures %q (conformance)\n", *fixtureSet)
+		return 2
+	}
+	if taskTTL != nil && *taskTTL < 0 {
+		fmt.Fprintln(stderr, "agentwire serve mcp: --task-ttl must be positive")
 		return 2
 	}
 	var eras mcp.Eras
@@ -132,6 +138,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "agentwire serve mcp: %s: only with --redis\n", strings.Join(given, ", "))
 			return 2
 		}
+		withTaskTTL(&so, *taskTTL)
 		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools})
 		h := streamable.NewHandler(srv, o)
 		intr := watchInterrupts()
@@ -156,7 +163,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *listen != "" {
-		return serveListen(name, *listen, stderr, logger, base, maxBackground, eras, legacySilent, fixtureSet)
+		return serveListen(name, *listen, stderr, logger, base, maxBackground, eras, legacySilent, fixtureSet, taskTTL)
 	}
 	var conn interface{ Wait() error }
 	var err error
@@ -168,6 +175,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		conn, err = acp.ServeStdio(acpdemo.New(), &acp.Options{MaxBackground: *maxBackground, ShutdownGrace: *grace, Logger: logger}, base)
 	case "mcp":
 		so := mcpserver.Options{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
+		withTaskTTL(&so, *taskTTL)
 		if *ignoreTerm {
 			signal.Ignore(syscall.SIGTERM)
 		}
@@ -199,6 +207,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// withTaskTTL sets how long the server keeps a task once it has ended
+// (--task-ttl; 0 leaves the default), in whatever store it has.
+func withTaskTTL(so *mcpserver.Options, ttl time.Duration) {
+	if ttl <= 0 {
+		return
+	}
+	if so.Tasks == nil {
+		so.Tasks = &mcpserver.TaskOptions{}
+	}
+	so.Tasks.TTL = ttl
+}
+
 // parseEraFlag reads an --era value through mcp.ParseEras, accepting only
 // the words the command's help lists: bothWord ("dual" for serve, "auto"
 // for call) for mcp.BothEras, and modern or legacy.
@@ -213,13 +233,14 @@ func parseEraFlag(s, bothWord string) (mcp.Eras, bool) {
 // serveListen serves clients on a socket until SIGINT or SIGTERM: each gets
 // its own connection, as if it had started the server itself.
 func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base *rpc.Options,
-	maxBackground *int, eras mcp.Eras, legacySilent *bool, fixtureSet *string) int {
+	maxBackground *int, eras mcp.Eras, legacySilent *bool, fixtureSet *string, taskTTL *time.Duration) int {
 	var newConn func() (rpc.Handler, *rpc.Options)
 	switch name {
 	case "echo":
 		newConn = func() (rpc.Handler, *rpc.Options) { return echo.Handler(), echo.Options(base) }
 	case "mcp":
 		so := mcpserver.Options{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
+		withTaskTTL(&so, *taskTTL)
 		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet})
 		newConn = func() (rpc.Handler, *rpc.Options) { return srv.Handler(), srv.ConnOptions(base) }
 	case "acp":
