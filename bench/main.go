@@ -1,8 +1,8 @@
 // Command bench measures agentwire against the other Go implementations of
 // JSON-RPC, MCP and ACP, in one run, and writes results/report.md and
-// results/ratios.png.
+// results/ratios.png, then agentwire as a fleet (results/fleet.md, below).
 //
-//	cd bench && go run .            # about 2 minutes on 2 cores
+//	cd bench && go run .            # about 3 minutes on 2 cores
 //	cd bench && go run . -quick     # one short round, a smoke test
 //
 // Every server is driven by the same allocation-free raw pipe client (the
@@ -32,6 +32,22 @@
 // agentwire process holds 10,000. Last, the host side: agentwire's MCP
 // client against go-sdk's and mcp-go's, each calling agentwire's server
 // over stdio and HTTP in both eras, calls/s and client CPU per call.
+//
+// The -fleet mode measures agentwire as a fleet and writes
+// results/fleet.md (the default run does it too, after report.md, unless
+// -no-fleet):
+//
+//	cd bench && go run . -fleet         # about 40 s on 2 cores
+//	cd bench && go run . -fleet -quick  # one short round, a smoke test
+//
+// Three `agentwire serve mcp --http --redis` processes (the CLI built
+// from ../cmd/agentwire) share one redis-server (from PATH, or Debian's
+// package fetched with apt-get download). C = 1 and 16 keep-alive clients
+// create a task on one instance and tasks/get it on the next, round
+// robin: creations/s, tasks/get p50 and p99, and the servers' CPU per
+// request from /proc, against one instance with the in-memory store.
+// Then a listen stream on each instance and a resource update raised on
+// one: the time until every other instance's stream delivers it.
 //
 // This is a separate module so that the peers (creachadair/jrpc2,
 // sourcegraph/jsonrpc2, the official go-sdk, mark3labs/mcp-go,
@@ -67,6 +83,8 @@ func main() {
 	streams := flag.Int("streams", 1000, "-http: idle event streams opened per server")
 	bigStreams := flag.Int("big-streams", 10000, "-http: agentwire listen streams opened in one process (0 skips)")
 	noHost := flag.Bool("no-host", false, "-http: skip the host-side (client) benchmark")
+	fleetMode := flag.Bool("fleet", false, "run only the fleet benchmark (3 agentwire instances on one redis-server), writing results/fleet.md")
+	noFleet := flag.Bool("no-fleet", false, "leave the fleet benchmark out of the default run")
 	flag.Parse()
 	// acp-go-sdk's in-process agent logs through the standard logger; the
 	// subprocess servers' stderr is kept and shown only when one fails.
@@ -99,6 +117,15 @@ func main() {
 		}
 		return
 	}
+	if *fleetMode {
+		if err := runFleetBench(fleetConfigFor(*out, *quick, *rounds, *dur)); err != nil {
+			fail(err)
+		}
+		return
+	}
+	// The fleet's own rounds and durations, before -quick changes them.
+	fcfg := fleetConfigFor(*out, *quick, *rounds, *dur)
+	withFleet := !*noFleet && (*only == "" || slices.Contains(strings.Split(*only, ","), "fleet"))
 	if *quick {
 		*rounds, *dur = 1, 30*time.Millisecond
 	}
@@ -127,6 +154,34 @@ func main() {
 		fail(err)
 	}
 	fmt.Printf("wrote %s and %s in %v\n", filepath.Join(*out, "report.md"), filepath.Join(*out, "ratios.png"), r.elapsed.Round(time.Second))
+	if withFleet {
+		if _, err := redisBin(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: the fleet benchmark is skipped: no redis-server: %v\n", err)
+			return
+		}
+		if err := runFleetBench(fcfg); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// fleetConfigFor is the fleet benchmark's configuration: 3 rounds of 2 s
+// per measurement and 500 publishes per round unless -rounds or -dur say
+// otherwise (only when -fleet is given: the default run's -rounds and
+// -dur are the pipe benchmark's), one short round with -quick.
+func fleetConfigFor(out string, quick bool, rounds int, dur time.Duration) fleetConfig {
+	c := fleetConfig{out: out, rounds: 3, dur: 2 * time.Second, idle: time.Second, publishes: 500}
+	if quick {
+		c.rounds, c.dur, c.idle, c.publishes = 1, 300*time.Millisecond, 200*time.Millisecond, 100
+	}
+	if isFlagSet("fleet") && isFlagSet("rounds") {
+		c.rounds = rounds
+	}
+	if isFlagSet("fleet") && isFlagSet("dur") {
+		c.dur = dur
+	}
+	c.warm = c.dur / 4
+	return c
 }
 
 func isFlagSet(name string) bool {

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ----- redis-server for -fleet: found on PATH, or Debian's package -----
+
+// redisBin is the redis-server binary and the environment it runs in,
+// found (or fetched) once per run.
+var redisBin = sync.OnceValues(func() (redisBinary, error) {
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return redisBinary{path: p}, nil
+	}
+	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
+		return redisBinary{path: "/usr/bin/redis-server"}, nil
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return redisBinary{}, errors.New("no redis-server installed, and no apt-get to fetch Debian's package")
+	}
+	return fetchRedis()
+})
+
+type redisBinary struct {
+	path string
+	env  []string // LD_LIBRARY_PATH for an unpacked package
+}
+
+// fetchRedis downloads Debian's redis-server and the libraries it links
+// that may be missing (apt-get download: no system install, no service
+// started) and unpacks them into a cache directory keyed by the
+// package's version. The directory is the one the tests' helper
+// (internal/debpkg, whose API is for tests only) uses, so a machine that
+// ran the tests fetches nothing again.
+func fetchRedis() (redisBinary, error) {
+	version := func() string {
+		out, _ := exec.Command("apt-cache", "show", "--no-all-versions", "redis-server").Output()
+		for line := range strings.Lines(string(out)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Version:"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	v := version()
+	if v == "" {
+		// A fresh machine may have no package lists yet.
+		if out, err := exec.Command("apt-get", "update", "-q").CombinedOutput(); err != nil {
+			return redisBinary{}, fmt.Errorf("apt-get update: %v\n%s", err, out)
+		}
+		if v = version(); v == "" {
+			return redisBinary{}, errors.New("apt-cache knows no redis-server package")
+		}
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "agentwire-test", "redis-server", strings.NewReplacer(":", "_", "/", "_", "~", "_").Replace(v))
+	root := filepath.Join(dir, "root")
+	bin := filepath.Join(root, "usr", "bin", "redis-server")
+	found := func() redisBinary {
+		libs, _ := filepath.Glob(filepath.Join(root, "usr", "lib", "*-linux-gnu"))
+		libs = append(libs, filepath.Join(root, "usr", "lib"))
+		return redisBinary{path: bin, env: []string{"LD_LIBRARY_PATH=" + strings.Join(libs, ":")}}
+	}
+	if _, err := os.Stat(bin); err == nil {
+		return found(), nil
+	}
+	fmt.Fprintf(os.Stderr, "fleet: fetching Debian's redis-server %s (apt-get download)\n", v)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return redisBinary{}, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "fetch-")
+	if err != nil {
+		return redisBinary{}, err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command("apt-get", "download", "-q", "redis-server", "redis-tools", "libjemalloc2", "liblzf1")
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return redisBinary{}, fmt.Errorf("apt-get download redis-server redis-tools: %v\n%s", err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
+	for _, deb := range debs {
+		if out, err := exec.Command("dpkg-deb", "-x", deb, filepath.Join(tmp, "root")).CombinedOutput(); err != nil {
+			return redisBinary{}, fmt.Errorf("dpkg-deb -x %s: %v\n%s", filepath.Base(deb), err, out)
+		}
+	}
+	// Into place in one step: a concurrent run finds it whole or not at all.
+	if err := os.Rename(filepath.Join(tmp, "root"), root); err != nil {
+		if _, serr := os.Stat(bin); serr != nil {
+			return redisBinary{}, err
+		}
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return redisBinary{}, fmt.Errorf("no usr/bin/redis-server in the packages fetched: %v", err)
+	}
+	return found(), nil
+}
+
+// redisProc is a redis-server of the bench's own, on a free loopback
+// port, without persistence, stopped (killed) at the end.
+type redisProc struct {
+	addr   string
+	pid    int
+	dir    string
+	cmd    *exec.Cmd
+	exited chan error
+	out    *tailBuffer
+}
+
+func startRedisServer() (*redisProc, error) {
+	b, err := redisBin()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	r := &redisProc{addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, out: &tailBuffer{max: 8 << 10}, exited: make(chan error, 1)}
+	r.cmd = exec.Command(b.path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--loglevel", "warning")
+	r.cmd.Env = append(os.Environ(), b.env...)
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	dieWithParent(r.cmd)
+	if err := r.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	r.pid = r.cmd.Process.Pid
+	go func() { r.exited <- r.cmd.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := r.do("PING"); err == nil {
+			return r, nil
+		}
+		select {
+		case err := <-r.exited:
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("redis-server exited: %v: %s", err, r.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			r.stop()
+			return nil, fmt.Errorf("redis-server does not answer on %s: %s", r.addr, r.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *redisProc) url() string { return "redis://" + r.addr }
+
+func (r *redisProc) stop() {
+	r.cmd.Process.Kill()
+	<-r.exited
+	os.RemoveAll(r.dir)
+}
+
+// version is what the server says it is (INFO server's redis_version).
+func (r *redisProc) version() string {
+	s, err := r.do("INFO", "server")
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.Lines(s) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "unknown"
+}
+
+// do sends one command on a connection of its own and returns a simple,
+// integer or bulk-string reply (all INFO, CONFIG RESETSTAT and PING need).
+func (r *redisProc) do(args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", r.addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		return "", err
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", errors.New(line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("bad bulk reply %q", line)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
+}
+
+// commandStat is one line of INFO commandstats.
+type commandStat struct {
+	name  string
+	calls int64
+	usec  int64
+}
+
+// commandStats reads INFO commandstats, busiest command first.
+func (r *redisProc) commandStats() ([]commandStat, error) {
+	s, err := r.do("INFO", "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	var out []commandStat
+	for line := range strings.Lines(s) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		st := commandStat{name: name}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				st.calls = n
+			case "usec":
+				st.usec = n
+			}
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b commandStat) int { return int(b.usec - a.usec) })
+	return out, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
