@@ -284,9 +284,11 @@ type taskRun struct {
 	who    string // the requestor (MaxRunningPerOwner)
 	cancel context.CancelCauseFunc
 
-	mu      sync.Mutex
-	changed chan struct{}   // closed (and replaced) at a change of the task: every Ask waiting looks again
-	keys    map[string]bool // input keys minted, never used twice
+	mu         sync.Mutex
+	changed    chan struct{}   // closed (and replaced) at a change of the task: every Ask waiting looks again
+	keys       map[string]bool // input keys minted, never used twice
+	pendingMsg *string         // a status message not written yet (SetStatusMessage)
+	msgTimer   *time.Timer     // writes it after statusMessageDelay
 }
 
 // signal wakes every Ask of the run waiting on a change.
@@ -415,17 +417,60 @@ func (rt *taskRuntime) forgetLocked(run *taskRun) {
 
 // SetStatusMessage sets the task's statusMessage (what tasks/get shows of
 // how it goes). It does nothing when the call is not a task.
+//
+// The message reaches the store with the task's next change, or within
+// statusMessageDelay: a fast task that sets one and ends costs one write,
+// not two, and a handler that sets many in a loop costs a few per second.
 func (r *ToolRequest) SetStatusMessage(msg string) error {
 	if r.start == nil || r.start.run == nil {
 		return nil
 	}
-	rt := r.srv.tasks
-	_, err := rt.store.Update(context.Background(), r.start.run.id, func(t *tasks.Task) error {
-		t.StatusMessage = msg
+	run := r.start.run
+	run.mu.Lock()
+	run.pendingMsg = &msg
+	if run.msgTimer == nil {
+		run.msgTimer = time.AfterFunc(statusMessageDelay, run.flushMessage)
+	}
+	run.mu.Unlock()
+	return nil
+}
+
+// statusMessageDelay bounds how long a status message waits for the
+// task's next change before it is written on its own.
+const statusMessageDelay = 250 * time.Millisecond
+
+// takeMessage returns the status message waiting to be written, if any.
+func (run *taskRun) takeMessage() *string {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	m := run.pendingMsg
+	run.pendingMsg = nil
+	if run.msgTimer != nil {
+		run.msgTimer.Stop()
+		run.msgTimer = nil
+	}
+	return m
+}
+
+// flushMessage writes a waiting status message on its own.
+func (run *taskRun) flushMessage() {
+	m := run.takeMessage()
+	if m == nil {
+		return
+	}
+	rt := run.rt
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := rt.store.Update(ctx, run.id, func(t *tasks.Task) error {
+		if t.Status.Terminal() {
+			return errTaskEnded
+		}
+		t.StatusMessage = *m
 		t.LastUpdatedAt = rt.opts.Now().UTC()
 		return nil
-	})
-	return err
+	}); err != nil && !errors.Is(err, errTaskEnded) {
+		rt.log.Info("mcp: a task's status message was not stored", "task", run.id, "error", err)
+	}
 }
 
 // inTask reports whether the handler now runs as a task (nothing more is
@@ -495,6 +540,9 @@ func (run *taskRun) finish(ctx context.Context, res *mcp.ToolResult, err error, 
 		// (tasks/result still returns that result). The extension keeps
 		// it completed: failed is for protocol errors only.
 		status, statusMessage = tasks.Failed, "the tool reported an error"
+	}
+	if pending := run.takeMessage(); pending != nil && statusMessage == "" {
+		statusMessage = *pending
 	}
 	update := func(t *tasks.Task) error {
 		if t.Status.Terminal() {
@@ -596,6 +644,7 @@ func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputReques
 		}
 		encoded[wk] = b
 	}
+	pending := run.takeMessage()
 	if _, err := rt.store.Update(ctx, run.id, func(t *tasks.Task) error {
 		if t.Status.Terminal() {
 			return errTaskEnded
@@ -607,6 +656,9 @@ func (run *taskRun) ask(ctx context.Context, requests map[string]mcp.InputReques
 			t.InputRequests[wk] = b
 		}
 		t.Keys += len(encoded)
+		if pending != nil {
+			t.StatusMessage = *pending
+		}
 		t.Status = tasks.InputRequired
 		t.LastUpdatedAt = rt.opts.Now().UTC()
 		return nil

@@ -171,3 +171,39 @@ func TestRegressionATaskEndedElsewhereStopsItsHandler(t *testing.T) {
 		}
 	})
 }
+
+// countingStore counts the updates a store is asked for.
+type countingStore struct {
+	tasks.Store
+	updates atomic.Int64
+}
+
+func (c *countingStore) Update(ctx context.Context, id string, f func(*tasks.Task) error) (*tasks.Task, error) {
+	c.updates.Add(1)
+	return c.Store.Update(ctx, id, f)
+}
+
+// Found benchmarking a fleet: a fast task that set a status message and
+// ended cost two store writes (each a round trip to a shared store). The
+// message now travels with the task's next change: one write, and the
+// message is kept.
+func TestAFastTasksStatusMessageTravelsWithItsOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingStore{Store: tasks.NewMemory(nil)}
+		s := mcptest.NewServer(&server.Options{Tasks: &server.TaskOptions{Store: store}, Logger: wiretest.Quiet})
+		s.AddTool(mcp.Tool{Name: "quick", Execution: optional}, func(ctx context.Context, r *server.ToolRequest) (*mcp.ToolResult, error) {
+			r.SetStatusMessage("nearly done")
+			return mcp.TextResult("done"), nil
+		})
+		w := wiretest.Start(t, s.Handler(), s.ConnOptions(nil), true)
+		defer w.Finish()
+		defer s.Shutdown(context.Background())
+		tw := &taskWire{Wire: w, t: t, s: s}
+		id := tw.start("quick", `{}`)
+		w.Sleep(time.Second)
+		got := tw.get(id)
+		if got["status"] != "completed" || got["statusMessage"] != "nearly done" || store.updates.Load() != 1 {
+			t.Fatalf("status %v message %v after %d updates", got["status"], got["statusMessage"], store.updates.Load())
+		}
+	})
+}

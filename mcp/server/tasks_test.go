@@ -577,6 +577,7 @@ func TestATaskTellsHowItGoesThroughItsStatusMessageOnly(t *testing.T) {
 			t.Fatalf("lines after the task started: %q", lines)
 		}
 		id := createdTask(t, lines[0])
+		w.Sleep(time.Second) // a status message is written within a quarter of a second
 		if got := w.get(id); got["statusMessage"] != "halfway there" || got["status"] != "working" {
 			t.Errorf("tasks/get %v", got)
 		}
