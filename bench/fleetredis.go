@@ -8,107 +8,28 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentwire/agentwire/internal/debpkg"
 )
 
 // ----- redis-server for -fleet: found on PATH, or Debian's package -----
 
 // redisBin is the redis-server binary and the environment it runs in,
-// found (or fetched) once per run.
+// found (or fetched from Debian's packages, into the cache the tests use)
+// once per run.
 var redisBin = sync.OnceValues(func() (redisBinary, error) {
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return redisBinary{path: p}, nil
-	}
-	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
-		return redisBinary{path: "/usr/bin/redis-server"}, nil
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return redisBinary{}, errors.New("no redis-server installed, and no apt-get to fetch Debian's package")
-	}
-	return fetchRedis()
+	path, env, err := debpkg.Find(debpkg.RedisServer)
+	return redisBinary{path: path, env: env}, err
 })
 
 type redisBinary struct {
 	path string
 	env  []string // LD_LIBRARY_PATH for an unpacked package
-}
-
-// fetchRedis downloads Debian's redis-server and the libraries it links
-// that may be missing (apt-get download: no system install, no service
-// started) and unpacks them into a cache directory keyed by the
-// package's version. The directory is the one the tests' helper
-// (internal/debpkg, whose API is for tests only) uses, so a machine that
-// ran the tests fetches nothing again.
-func fetchRedis() (redisBinary, error) {
-	version := func() string {
-		out, _ := exec.Command("apt-cache", "show", "--no-all-versions", "redis-server").Output()
-		for line := range strings.Lines(string(out)) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Version:"); ok {
-				return strings.TrimSpace(v)
-			}
-		}
-		return ""
-	}
-	v := version()
-	if v == "" {
-		// A fresh machine may have no package lists yet.
-		if out, err := exec.Command("apt-get", "update", "-q").CombinedOutput(); err != nil {
-			return redisBinary{}, fmt.Errorf("apt-get update: %v\n%s", err, out)
-		}
-		if v = version(); v == "" {
-			return redisBinary{}, errors.New("apt-cache knows no redis-server package")
-		}
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "agentwire-test", "redis-server", strings.NewReplacer(":", "_", "/", "_", "~", "_").Replace(v))
-	root := filepath.Join(dir, "root")
-	bin := filepath.Join(root, "usr", "bin", "redis-server")
-	found := func() redisBinary {
-		libs, _ := filepath.Glob(filepath.Join(root, "usr", "lib", "*-linux-gnu"))
-		libs = append(libs, filepath.Join(root, "usr", "lib"))
-		return redisBinary{path: bin, env: []string{"LD_LIBRARY_PATH=" + strings.Join(libs, ":")}}
-	}
-	if _, err := os.Stat(bin); err == nil {
-		return found(), nil
-	}
-	fmt.Fprintf(os.Stderr, "fleet: fetching Debian's redis-server %s (apt-get download)\n", v)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return redisBinary{}, err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "fetch-")
-	if err != nil {
-		return redisBinary{}, err
-	}
-	defer os.RemoveAll(tmp)
-	cmd := exec.Command("apt-get", "download", "-q", "redis-server", "redis-tools", "libjemalloc2", "liblzf1")
-	cmd.Dir = tmp
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return redisBinary{}, fmt.Errorf("apt-get download redis-server redis-tools: %v\n%s", err, out)
-	}
-	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
-	for _, deb := range debs {
-		if out, err := exec.Command("dpkg-deb", "-x", deb, filepath.Join(tmp, "root")).CombinedOutput(); err != nil {
-			return redisBinary{}, fmt.Errorf("dpkg-deb -x %s: %v\n%s", filepath.Base(deb), err, out)
-		}
-	}
-	// Into place in one step: a concurrent run finds it whole or not at all.
-	if err := os.Rename(filepath.Join(tmp, "root"), root); err != nil {
-		if _, serr := os.Stat(bin); serr != nil {
-			return redisBinary{}, err
-		}
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return redisBinary{}, fmt.Errorf("no usr/bin/redis-server in the packages fetched: %v", err)
-	}
-	return found(), nil
 }
 
 // redisProc is a redis-server of the bench's own, on a free loopback

@@ -1,6 +1,7 @@
 package debpkg
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -87,6 +88,26 @@ func Binary(t testing.TB, s Spec) (path string, env []string) {
 	}
 	return f.path, f.env
 }
+
+// Find is Binary for a program that is not a test (the benchmarks): the
+// same lookup and the same cache, with ErrNoAPT where there is no apt-get
+// and the fetch's error otherwise.
+func Find(s Spec) (path string, env []string, err error) {
+	if p, err := exec.LookPath(filepath.Base(s.Program)); err == nil {
+		return p, nil, nil
+	}
+	if _, err := os.Stat("/" + s.Program); err == nil {
+		return "/" + s.Program, nil, nil
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return "", nil, fmt.Errorf("%w: %s is in Debian's %s package", ErrNoAPT, filepath.Base(s.Program), s.Package)
+	}
+	return fetch(s)
+}
+
+// ErrNoAPT: the program is not installed and there is no apt-get to
+// fetch it with.
+var ErrNoAPT = errors.New("debpkg: not installed, and no apt-get here")
 
 // version is the candidate version of pkg as apt knows it, made fit for
 // a directory name; "" when apt knows none.
