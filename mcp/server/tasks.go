@@ -202,7 +202,13 @@ func (rt *taskRuntime) retain() error {
 	rt.subMu.Lock()
 	defer rt.subMu.Unlock()
 	if rt.subStop == nil {
-		stop, err := rt.store.Subscribe(context.Background(), rt.onEvent)
+		subscribe := rt.store.Subscribe
+		if sel, ok := rt.store.(tasks.Selective); ok {
+			subscribe = func(ctx context.Context, f func(tasks.Event)) (func(), error) {
+				return sel.SubscribeSelected(ctx, rt.interested, f)
+			}
+		}
+		stop, err := subscribe(context.Background(), rt.onEvent)
 		if err != nil {
 			return fmt.Errorf("mcp: subscribing to the task store: %w", err)
 		}
@@ -221,6 +227,16 @@ func (rt *taskRuntime) release() {
 		rt.subStop = nil
 		stop()
 	}
+}
+
+// interested reports whether a change of task id concerns this server:
+// a task it runs, or one a stream of its watches. (Both are registered
+// before the task is created or read, so no change that concerns them is
+// dropped.)
+func (rt *taskRuntime) interested(id string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.running[id] != nil || len(rt.watchers[id]) > 0
 }
 
 // onEvent passes a change on to the handler running the task here (an

@@ -339,7 +339,13 @@ func (m *Memory) List(ctx context.Context, owner, scope, cursor string, limit in
 // Subscribe delivers every change to f on a goroutine of the
 // subscription's own; see Store.
 func (m *Memory) Subscribe(ctx context.Context, f func(Event)) (func(), error) {
-	s := &subscriber{f: f, wake: make(chan struct{}, 1), done: make(chan struct{}), max: m.opts.EventBuffer}
+	return m.SubscribeSelected(ctx, nil, f)
+}
+
+// SubscribeSelected is Subscribe for the changes of the tasks keep
+// accepts (nil: all of them); see Selective.
+func (m *Memory) SubscribeSelected(ctx context.Context, keep func(id string) bool, f func(Event)) (func(), error) {
+	s := &subscriber{f: f, keep: keep, wake: make(chan struct{}, 1), done: make(chan struct{}), max: m.opts.EventBuffer}
 	m.mu.Lock()
 	m.subs[s] = struct{}{}
 	m.mu.Unlock()
@@ -362,11 +368,14 @@ func (m *Memory) Subscribe(ctx context.Context, f func(Event)) (func(), error) {
 }
 
 func (m *Memory) publishLocked(t *Task) {
-	if len(m.subs) == 0 {
-		return
-	}
-	ev := Event{Task: t.Clone()}
+	var ev Event
 	for s := range m.subs {
+		if s.keep != nil && !s.keep(t.ID) {
+			continue
+		}
+		if ev.Task == nil {
+			ev.Task = t.Clone() // one copy, shared by the subscribers that keep it
+		}
 		s.push(ev)
 	}
 }
@@ -375,6 +384,7 @@ func (m *Memory) publishLocked(t *Task) {
 // drains it into f.
 type subscriber struct {
 	f    func(Event)
+	keep func(id string) bool // nil: every task
 	wake chan struct{}
 	done chan struct{}
 	max  int

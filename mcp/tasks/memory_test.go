@@ -659,3 +659,35 @@ func ExampleMemory() {
 	// tasks: no such task
 	// {Tasks:0 Live:0 Bytes:0 Created:1 Expired:1 Evicted:0 Refused:0 TooLarge:0 EventsDropped:0}
 }
+
+// A selective subscription (tasks.Selective) is told only of the tasks
+// its keep accepts; keep is asked before anything is copied.
+func TestASelectiveSubscriptionHearsOnlyTheTasksItKeeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := tasks.NewMemory(&tasks.MemoryOptions{Logger: quiet})
+		var mu sync.Mutex
+		var got []string
+		stop, err := m.SubscribeSelected(t.Context(), func(id string) bool { return id == "mine" }, func(ev tasks.Event) {
+			mu.Lock()
+			got = append(got, ev.Task.ID+":"+string(ev.Task.Status))
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		ctx := context.Background()
+		for _, id := range []string{"other", "mine"} {
+			if err := m.Create(ctx, &tasks.Task{ID: id, Status: tasks.Working}); err != nil {
+				t.Fatal(err)
+			}
+			m.Update(ctx, id, func(t *tasks.Task) error { t.Status = tasks.Completed; return nil })
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.Join(got, " ") != "mine:working mine:completed" {
+			t.Fatalf("heard %q", got)
+		}
+	})
+}

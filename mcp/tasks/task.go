@@ -188,3 +188,13 @@ type Store interface {
 type Releaser interface {
 	Released(id string)
 }
+
+// Selective is a Store that can deliver only the events a subscriber
+// wants: keep is asked with each changed task's id before the event is
+// decoded (or, for a large one, fetched), and the event is dropped when
+// it says no. A server subscribes so, for the tasks it runs or watches,
+// so that an instance of a fleet does not decode every change of every
+// task. keep runs on the store's goroutine and must be quick.
+type Selective interface {
+	SubscribeSelected(ctx context.Context, keep func(id string) bool, f func(Event)) (stop func(), err error)
+}
