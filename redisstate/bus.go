@@ -41,5 +41,5 @@ func (b *bus) Publish(ctx context.Context, msg []byte) error {
 // Pub/Sub connection is down, messages are lost.
 func (b *bus) Subscribe(ctx context.Context, deliver func([]byte)) (func(), error) {
 	s := (*State)(b)
-	return subscribe(s, ctx, s.busSubs, deliver)
+	return subscribe(s, ctx, s.busSubs, busSize, nil, deliver)
 }

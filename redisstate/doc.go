@@ -33,13 +33,14 @@
 //
 // Everything lives under Options.Prefix ("agentwire:" by default):
 //
-//	task:<id>               the task, JSON (a string; PEXPIRE once it has ended)
+//	task:<id>               the task: a head (its revision, and whether it has ended or
+//	                        was asked to cancel) and its JSON (PEXPIRE once it has ended)
 //	owner:<owner>\x00<scope> the owner index: a sorted set of ids by creation sequence
 //	                        (an owner's tasks whatever their scope; for no owner, one scope's)
-//	seq                     the creation sequence (INCR)
-//	live                    sorted set: live tasks by lease deadline (unix ms)
+//	seq, epoch              the creation sequence (INCR), and the epoch made with its first value
+//	live                    sorted set: live tasks by lease deadline (unix ms, Redis's clock)
 //	ended                   sorted set: ended tasks by expiry, for the owner indexes' cleanup
-//	statekeys               hash: current, previous, rotated_at (unix ms)
+//	statekeys               hash: current, previous, rotated_at (unix ms, Redis's clock)
 //	events, bus             Pub/Sub channels: task changes, and the servers' bus
 //
 // Create runs one Lua script: SET NX of the record (tasks.ErrExists when
@@ -51,73 +52,133 @@
 // Get is a GET; a missing record is tasks.ErrNotFound.
 //
 // Update is optimistic: WATCH the record, GET it, call f on a copy, then
-// MULTI, SET, and (when it has ended) PEXPIRE, ZADD ended and ZREM live,
-// PUBLISH, EXEC. When another writer changed the record in between, EXEC
-// fails and the update is tried again on the new record (f is called
-// again; at most 20 tries with a short random back-off, then an error,
-// counted in Stats.Conflicts). f's error writes nothing. An ended task
-// stays ended: an update that would move it out of its terminal status
-// keeps the status. The first update that ends a task sets its EndedAt
-// (when f left it zero).
+// MULTI, SET (the revision one more), and (when it has ended) PEXPIRE,
+// ZADD ended and ZREM live, PUBLISH, EXEC. When another writer changed
+// the record in between, EXEC fails and the update is tried again on the
+// new record (f is called again; at most 20 tries with a short random
+// back-off, then an error, counted in Stats.Conflicts and logged). f's
+// error writes nothing. An ended task stays ended: an update that would
+// move it out of its terminal status keeps the status. The first update
+// that ends a task sets its EndedAt (when f left it zero).
 //
 // List reads the owner index after the cursor's sequence
 // (ZRANGEBYSCORE), then the records (MGET); ids whose record has expired
 // are skipped and taken out of the index. The cursor is opaque (the
-// base64 of a sequence number), so tasks ending or expiring mid-listing
-// do not upset it. A page that meets many expired ids ends after a few
-// round trips with a cursor to go on from.
+// base64 of the sequence's epoch and a sequence number), so tasks ending
+// or expiring mid-listing do not upset it; a cursor List did not make is
+// tasks.ErrInvalidCursor, and a cursor of another epoch (Redis lost its
+// data, and the sequence started again from 1) lists from the start. A
+// page that meets many expired ids ends after a few round trips with a
+// cursor to go on from.
 //
 // # Consistency
 //
 // Redis executes each script and transaction alone, so every write of a
 // task is atomic and sees the last one: with one Redis primary the
 // records are linearizable. Events are published inside the script or
-// the transaction that writes, so the events of one task are published
-// in the order of its writes, and Redis Pub/Sub delivers one
-// connection's messages in order: a subscriber sees the changes of a
-// task in the order they were made. An event carries the task whole
-// when its JSON is at most 64 KiB; a larger one carries its id, and the
-// receiving State reads the task (it may then see a later version; a
-// task that has gone by then is not told).
+// the transaction that writes, and each carries the task's revision. An
+// event carries the task whole when its JSON is at most 64 KiB; a larger
+// one carries its id and revision, and the receiving State reads the
+// task, which may be a later version: the older events of that task
+// still on their way are then not delivered (Stats.EventsSuperseded).
+// So a subscriber sees the versions of a task in the order they were
+// written, some skipped, never one older than one it has seen. The
+// version delivered ahead of the events is remembered per task for at
+// least 10 s (and until the events queued before it are dispatched), for
+// at most 65,536 tasks at once; past that the oldest are forgotten early
+// (Stats.OrderForgotten, logged). A task that has gone by the time it
+// is read is not told.
 //
 // Pub/Sub is at most once. Events published while an instance's Pub/Sub
 // connection is down are lost to it: go-redis reconnects and
-// resubscribes, the State counts it (Stats.Resubscribed) and rechecks at
-// once the tasks running here, and the server's runtime reads a waiting
-// task again every 2 s on its own. A lost cancellation still reaches
-// the instance running the task: each lease renewal (every Lease/3) also
-// reads the records of the tasks running here, and tells the local
-// subscribers of any that was cancelled or ended elsewhere.
+// resubscribes (also after a failed ping), the State counts it
+// (Stats.Resubscribed) and rechecks at once the tasks running here, and
+// the server's runtime reads a waiting task again every 2 s on its own.
+// A lost cancellation still reaches the instance running the task: each
+// lease renewal (every Lease/3) also reads the head of the records of
+// the tasks running here, and one cancelled or ended elsewhere is read
+// and told to the local subscribers, in order with the events.
+//
+// The store is a tasks.Selective: every event names its task before its
+// record, so a subscriber is asked by id whether it keeps the task (the
+// server keeps the tasks it runs or watches) before anything is decoded
+// or read. An event no subscriber keeps is only counted
+// (Stats.EventsReceived): an instance of a large fleet does not decode
+// every change of every task, nor read the tasks of large events.
 //
 // Redis replication is asynchronous: a failover may lose writes Redis
-// had acknowledged (a task created just before, an answer), and a Redis
-// restarted without persistence has lost every task (polls then get
-// "unknown task"). Use AOF and replicas as durability requires;
-// redisstate does not issue WAIT.
+// had acknowledged (a task created just before, an answer). Use AOF and
+// replicas as durability requires; redisstate does not issue WAIT.
 //
 // # Leases: no task runs forever or vanishes
 //
 // A task created through a State runs on that instance (the server runs
 // the handler where it created the task). The State renews the lease of
-// each of its live tasks every Lease/3 (ZADD XX: a lease that a sweeper
-// has already taken is not given back). Every State also sweeps every
-// Lease/3: a task whose lease deadline has passed is failed, unless it
-// ended meanwhile, with the statusMessage "the server instance running
-// the task was lost" and the error {"code":-32603,"message":"Internal
-// error: the server instance running the task was lost"}, which starts
-// its TTL. So the tasks of an instance that was killed are failed within
-// about Lease + Lease/3 (15 s + 5 s by default) and then expire as any
-// ended task does. A sweeper skips the tasks running on its own
-// instance: after a Redis outage longer than Lease they are renewed,
-// though another instance may have failed them first (their handler then
-// finds its task ended when it records its outcome). The instances
-// compare each other's deadlines: their clocks must agree to well within
-// Lease.
+// each of its live tasks every Lease/3, by a script that reads only the
+// head of each record: a live task gets a new deadline, Redis's TIME
+// plus Lease (put back if Redis lost it: Stats.LeasesRestored, logged);
+// an ended one is forgotten. A lease a sweeper has taken is not given
+// back: the sweeper ends the task in the same script. A renewal that
+// fails is tried again every Lease/20 (50 ms to 1 s) until it succeeds,
+// and each batch of 500 is tried whatever the others did.
+//
+// Every State also sweeps every Lease/3: a task whose lease deadline has
+// passed by Redis's clock is failed, unless it ended meanwhile, with the
+// statusMessage "the server instance running the task was lost" and the
+// error {"code":-32603,"message":"Internal error: the server instance
+// running the task was lost"}, which starts its TTL. The check of the
+// lease and of the record's revision and the write are one script, so a
+// renewal or an update that lands first wins. A sweeper skips the tasks
+// running on its own instance, and takes no lapsed lease at all until
+// Redis has answered it for a whole Lease (and it is a Lease old): after
+// an outage every live instance has had a Lease to renew (Stats.SweepsHeld,
+// logged once per outage). So the tasks of an instance that was killed
+// are failed within about Lease + Lease/3 (15 s + 5 s by default) of its
+// death, or of the end of a Redis outage it died in, and then expire as
+// any ended task does; the tasks of live instances survive an outage of
+// any length, provided each instance's client reaches Redis again within
+// the Lease (go-redis dials again at once, or, after many failed dials,
+// at its probe once a second). An instance cut off from Redis while the
+// others are not looks dead to them: its tasks are failed after the
+// Lease, and when it is back its renewal finds them ended and tells its
+// handlers (the server stops them with server.ErrTaskEnded).
+//
+// Leases use only the Redis server's clock, not the instances'. A step
+// of that clock, or a failover to a replica whose clock differs, moves
+// every deadline by the difference: forward by less than two thirds of
+// Lease lapses none (a failover breaks the connections, which holds the
+// sweepers for a Lease anyway). Keep the Redis hosts' clocks in step
+// (NTP).
 //
 // Ended tasks expire by Redis (PEXPIRE of what remains of their TTL,
-// counted by the State's clock, so the Redis server's clock does not
-// matter); the sweepers take expired tasks out of the owner indexes, so
-// that 10,000 ended tasks leave nothing behind once their TTL has passed.
+// counted by the clock of the State that ended them, Options.Now). The
+// sweepers take expired tasks out of the owner indexes by Redis's clock,
+// and only once their records are gone (an entry found due whose record
+// lives is put back at the record's own expiry), so that 10,000 ended
+// tasks leave nothing behind once their TTL has passed.
+//
+// # Redis requirements
+//
+//   - maxmemory-policy noeviction (or volatile-*, which evicts only ended
+//     tasks early). Under allkeys-* Redis may evict a lease (a renewal
+//     puts it back), the sequence or the keys; a State warns at its start
+//     when it sees such a policy. A full Redis refuses writes: ErrFull.
+//   - Redis 5 or later: the scripts read TIME before they write, which
+//     needs scripts replicated by their effects (the default since 5).
+//   - On Redis Cluster, a prefix that is a hash tag (below).
+//
+// # An empty Redis after a restart
+//
+// A Redis restarted without persistence (or a failover to an empty
+// replica) has lost every task: polls get "unknown task"; the handlers
+// still running on an instance run to their end, and their outcomes are
+// dropped (ErrNotFound). Tasks created after start a new creation
+// sequence, in a new epoch: List cursors handed out before list from the
+// start. The key ring is made anew by the first instance that reads it:
+// an instance that held a key goes on signing with it for Refresh +
+// OpTimeout and verifies it after, while the new key verifies at once,
+// so a multi-round-trip request in flight fails only where it lands on
+// an instance that never held the old key.
 //
 // # Failure modes
 //
@@ -127,12 +188,16 @@
 //     once a second. The server then runs an optional task-augmented
 //     call in its request, and refuses one of a tool that requires a
 //     task (-32000). Subscribe never needs Redis: it registers locally.
+//     Tasks stay as they are: no sweeper takes a lease meanwhile, nor for
+//     a Lease after.
 //   - Redis hung (accepting, not answering): the same, given a client
 //     with ContextTimeoutEnabled; a Pub/Sub connection that does not
 //     answer a ping within one beat (Lease/3, at most 5 s) is replaced.
 //   - Redis back: the Pub/Sub connection is subscribed again
-//     (Stats.Listening), the scripts are loaded again on their first use
-//     (EVALSHA falls back to EVAL), and everything works again.
+//     (Stats.Listening), the leases are renewed within Lease/20 (at most
+//     a second) of the client reaching Redis, the scripts are loaded again
+//     on their first use (EVALSHA falls back to EVAL), and a Lease later
+//     the sweepers take lapsed leases again.
 //   - An instance killed: its tasks are failed by the others' sweepers
 //     (above); its bus messages and events in flight are lost.
 //   - A store or an answer that cannot be written: the caller gets the
@@ -141,16 +206,30 @@
 //
 // # Bounds
 //
-// MaxTaskBytes (8 MiB) bounds one task's payload (tasks.Task.Size): a
-// Create or Update past it is tasks.ErrTooLarge and writes nothing. The
-// number and the bytes of tasks are bounded by Redis's maxmemory (a full
-// Redis refuses with ErrFull), the ended ones by their TTL, and the live
-// ones by each server's TaskOptions.MaxRunning; unlike tasks.Memory, the
-// store evicts nothing early. Each local subscriber (of tasks or of the
-// bus) has a queue of EventBuffer (4096) items: past it the oldest are
-// dropped and counted in Stats.EventsDropped. A sweep takes at most 500
-// lapsed leases and 500 expired index entries; a lease renewal goes in
-// batches of 500 ids.
+// Every limit has a default, a counter in Stats and a log line when it
+// refuses or drops something:
+//
+//   - MaxTaskBytes (8 MiB) bounds one task's payload (tasks.Task.Size):
+//     a Create or Update past it is tasks.ErrTooLarge and writes nothing
+//     (Stats.TooLarge). The number and the bytes of tasks are bounded by
+//     Redis's maxmemory (a full Redis refuses with ErrFull), the ended
+//     ones by their TTL, and the live ones by each server's
+//     TaskOptions.MaxRunning; unlike tasks.Memory, the store evicts
+//     nothing early.
+//   - An Update tries at most 20 times against other writers
+//     (Stats.Conflicts); so does a sweeper failing a lost task.
+//   - Each local subscriber (of tasks or of the bus) has a queue of at
+//     most EventBuffer (4096) items and EventBufferBytes (16 MiB): past
+//     either the oldest are dropped (Stats.EventsDropped). The queue
+//     between the Pub/Sub connection and the dispatcher holds at least
+//     4096 items and 16 MiB, the same way.
+//   - The versions delivered ahead of their events: 65,536 tasks
+//     (Stats.OrderForgotten).
+//   - A renewal script renews 500 leases; a sweep command takes 500
+//     lapsed leases or expired index entries, and a sweep goes on batch
+//     after batch until one comes back short or Lease/6 has passed
+//     (Stats.SweepsCut; the rest waits for the next sweep, Lease/3
+//     later).
 //
 // # The bus
 //
@@ -170,21 +249,32 @@
 // should rotate on their own: the first instance that needs a key makes
 // one (HSETNX: of instances racing, one key wins), each instance caches
 // the keys for KeyOptions.Refresh (5 s), so a Redis outage does not fail
-// multi-round-trip requests while the cache holds keys (a failed refresh
-// keeps the cache; with no cache and no Redis, StateKeys fails and the
-// request gets a -32603). Keys are 32 random bytes (crypto/rand).
+// multi-round-trip requests while the cache holds keys (a failed read
+// keeps the cache, served without a wait for Refresh after; with no cache
+// and no Redis, StateKeys fails and the request gets a -32603). Keys are
+// 32 random bytes (crypto/rand).
+//
+// One read from Redis at a time is under way per ring, shared by every
+// caller and bounded by OpTimeout, not by any caller (a caller waits for
+// it within its own context). A cache younger than Refresh is served as
+// is; one younger than Refresh + OpTimeout is served while a read runs
+// behind; an older one, which may lack a key another instance seals
+// with, is read again before it is used.
 //
 // RotateKeys makes the current key the previous one and a new random key
-// the current, in one script. So that an instance whose cache predates
-// the rotation still verifies everything sealed after it, the new key
-// only verifies for Refresh + OpTimeout after the rotation, while the
-// previous one goes on sealing; after that the new key seals and the
-// previous verifies until the next rotation. KeyOptions.RotateEvery
-// makes the fleet rotate on its own once the current key is that old:
-// every instance checks (a few times per period), and the check and the
-// rotation are one script, so N instances rotate once, not N times.
-// RotateEvery must be at least the lifetime of a requestState (an hour):
-// a state sealed two rotations ago no longer verifies.
+// the current, in one script. So that every instance verifies what any
+// seals, a key that an instance reads for the first time only verifies
+// there for Refresh + OpTimeout, by that instance's own monotonic clock,
+// while the key it sealed with before goes on sealing; then the new key
+// seals and the previous verifies until the next rotation. No instance's
+// clock is compared with another's. KeyOptions.RotateEvery makes the
+// fleet rotate on its own once the current key is that old by Redis's
+// clock: every instance checks (a few times per period), and the check
+// and the rotation are one script, so N instances rotate once, not N
+// times. RotateEvery must be at least the lifetime of a requestState (an
+// hour): a state sealed two rotations ago no longer verifies, and so
+// must the interval between manual rotations be well over Refresh +
+// OpTimeout.
 //
 // # Goroutines and shutdown
 //
@@ -192,7 +282,8 @@
 // hands what it receives to the local subscribers, the lease renewer and
 // the sweeper. Each Subscribe (of the store or the bus) adds one, which
 // ends with its context, its stop function or the State; each ring with
-// RotateEvery adds one. Close stops them all and waits for them (a
+// RotateEvery adds one, and a ring's read from Redis runs on one of its
+// own while it lasts (at most OpTimeout). Close stops them all and waits for them (a
 // subscriber's callback in progress included); it does not close the
 // client. Shut the Servers down first: their handlers then record how
 // their tasks ended, and a Server's Shutdown stops its bus link. Tasks
@@ -202,7 +293,7 @@
 // # Redis deployments
 //
 // A Redis primary (or Sentinel, through a failover client) serves as is;
-// the tests run Debian's redis-server 7.0. On Redis Cluster the keys a script or a transaction
-// touches must share a slot: make Options.Prefix a hash tag, say
-// "{agentwire}:", which puts everything in one slot.
+// the tests run Debian's redis-server 7.0. On Redis Cluster the keys a
+// script or a transaction touches must share a slot: make Options.Prefix
+// a hash tag, say "{agentwire}:", which puts everything in one slot.
 package redisstate
