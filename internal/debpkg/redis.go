@@ -156,13 +156,19 @@ func (r *Redis) Ping() bool {
 // Do sends one command on a connection of its own (bounded by a second
 // of silence) and returns its reply: a status, an integer or a bulk
 // string as text; an error reply as an error. Arrays are not read.
-func (r *Redis) Do(args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", r.Addr(), time.Second)
+func (r *Redis) Do(args ...string) (string, error) { return Do(r.Addr(), time.Second, args...) }
+
+// Do sends one command to the Redis at addr on a connection of its own,
+// bounded by timeout, and returns its reply as Redis.Do does: for the
+// tests and for programs (the benchmarks) that need a command or two and
+// no client library.
+func Do(addr string, timeout time.Duration, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
+	c.SetDeadline(time.Now().Add(timeout))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
