@@ -107,7 +107,9 @@ func (r *redisProc) version() string {
 
 // do sends one command on a connection of its own and returns a simple,
 // integer or bulk-string reply (all INFO, CONFIG RESETSTAT and PING need).
-func (r *redisProc) do(args ...string) (string, error) { return debpkg.Do(r.addr, 5*time.Second, args...) }
+func (r *redisProc) do(args ...string) (string, error) {
+	return debpkg.Do(r.addr, 5*time.Second, args...)
+}
 
 // commandStat is one line of INFO commandstats.
 type commandStat struct {
