@@ -66,6 +66,20 @@
 // its end. When the server process is lost and the restart policy starts
 // a new one, the stream is opened again on it.
 //
+// # Tasks
+//
+// A server may run a tool as a task. CallTool takes either answer: a
+// task is waited for (Task.Wait) and its result returned, and a tool the
+// server runs only as a task is started as one; cancelling the call's
+// context then cancels the task. StartTool returns the Task itself: its
+// ID may be kept and resumed by another session (ResumeTask); Get reads
+// its state, Cancel cancels it, and Wait waits for its end — polling
+// tasks/get at the server's pollIntervalMs and, where the server
+// advertises the extension, listening for notifications/tasks on a
+// stream of its own — answering its input requests through OnInput, each
+// once. In the 2025-11-25 design Wait waits in tasks/result, on which the
+// server asks for input. A Task may be used from several goroutines.
+//
 // # Shutdown
 //
 // Session.Close ends the session: calls in flight fail, a started server

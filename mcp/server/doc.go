@@ -89,14 +89,50 @@
 // session): the default threshold applies and no update notification can
 // be sent.
 //
+// # Tasks
+//
+// A tool whose mcp.Tool.Execution supports tasks may answer its call with
+// a task: in 2026-07-28 when the request's _meta client capabilities
+// declare the io.modelcontextprotocol/tasks extension, in 2025-11-25
+// when the call carries params.task. The task is written to the store
+// (TaskOptions.Store; an in-memory tasks.Memory by default) before the
+// client is told its id, and the handler then runs on a goroutine of its
+// own under a context that outlives the request: it ends with
+// ErrTaskCancelled (tasks/cancel, through any instance), ErrServerShutdown
+// (Shutdown), or ErrTaskEnded (another writer, a shared store's sweeper,
+// ended the task). Inside a task Ask parks the task as input_required
+// until the client answers (tasks/update; a 2025-11-25 tasks/result
+// carries the requests to the client) or InputTimeout passes; Progress
+// and Log send nothing in the extension (SetStatusMessage does, through
+// tasks/get). A Tool with Execution.DeferTask gathers input in the
+// request's own rounds and becomes a task when its handler calls
+// ToolRequest.StartTask. The server follows the store's changes (one
+// subscription, held while it runs or watches a task) to wake a waiting
+// Ask, stop a cancelled handler and feed listen streams that name task
+// ids. Every limit (MaxRunning, MaxRunningPerOwner, InputTimeout,
+// MaxListenTasks, TTL, MaxTTL) has a default, a counter in TaskStats and a
+// log line.
+//
+// # A fleet
+//
+// Options.Tasks.Store, Options.Bus and Options.StateKeys are what several
+// instances behind a load balancer share (see docs/scaling.md; the
+// redisstate module implements all three on Redis): tasks, the list
+// changes and resource updates listen streams hear of, and the keys that
+// seal requestState. This package only knows the interfaces.
+//
 // # Shutdown
 //
-// A Server owns no goroutine of its own beyond its connections': a
-// connection ends when its input does (rpc.Conn.EndInput, end of stdin),
-// after which listen streams finish with their final result and other
-// handlers get the connection's end-of-stream grace, and a legacy
+// A Server owns no goroutine of its own beyond its connections', its
+// running task handlers and, with a Bus, the two that link it to the bus:
+// a connection ends when its input does (rpc.Conn.EndInput, end of
+// stdin), after which listen streams finish with their final result and
+// other handlers get the connection's end-of-stream grace, and a legacy
 // connection's list-change watcher stops with it. Closing the connection
-// cancels every handler at once.
+// cancels every handler at once. Shutdown stops the bus link and the task
+// handlers (their tasks end failed, or completed if a handler returns a
+// result) and waits for them until its context is done; ended tasks stay
+// in the store.
 //
 // This package does not speak HTTP: mcp/streamable serves a Server over
 // Streamable HTTP through the methods of streamable.Backend
