@@ -337,7 +337,16 @@ func TestMCPGoClientAgentwireServerTasks(t *testing.T) {
 				initialize(t, ctx, c)
 				task := startTask(t, ctx, c, "interop_wait", nil)
 				<-aw.started
-				got, err := c.GetTask(ctx, mcpgo.GetTaskRequest{Params: mcpgo.GetTaskParams{TaskId: task.TaskId}})
+				// A status message reaches the store within a quarter of a
+				// second (with the task's next change, or on its own).
+				var got *mcpgo.GetTaskResult
+				var err error
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					got, err = c.GetTask(ctx, mcpgo.GetTaskRequest{Params: mcpgo.GetTaskParams{TaskId: task.TaskId}})
+					if err != nil || got.StatusMessage != "" || time.Now().After(deadline) {
+						break
+					}
+				}
 				if err != nil || got.Status != mcpgo.TaskStatusWorking || got.StatusMessage != "waiting to be cancelled" {
 					t.Errorf("tasks/get of a running task: %s, %v; want working, with the handler's statusMessage", mustJSON(t, got), err)
 				}
