@@ -559,124 +559,146 @@ type listenParams struct {
 // then every notification it asked for (of those this server has) with the
 // subscription id, until the client cancels (no response), or input ends
 // (the graceful final result).
+//
+// Its frame stays at the bottom of a stack that lives as long as the
+// stream (over HTTP, the request's goroutine): what it needs is set up by
+// openListen, which returns before the wait, and kept in one small
+// listenState, so that an idle stream's stack stays in its first size.
 func (ss *session) listen(ctx context.Context, req *rpc.Request, m *mcp.RequestMeta) (any, error) {
-	var p listenParams
-	if err := json.Unmarshal(req.Params, &p); err != nil {
-		return nil, mcp.InvalidParams("invalid params: %v", err)
-	}
-	// Task ids (the tasks extension) are read apart: an idle stream that
-	// asks for none keeps nothing more.
-	var taskIDs []string
-	if bytes.Contains(req.Params, []byte(`"taskIds"`)) {
-		var tp struct {
-			Notifications struct {
-				TaskIDs []string `json:"taskIds"`
-			} `json:"notifications"`
-		}
-		if err := json.Unmarshal(req.Params, &tp); err != nil {
-			return nil, mcp.InvalidParams("invalid params: %v", err)
-		}
-		taskIDs = tp.Notifications.TaskIDs
-		if len(taskIDs) > 0 && (m == nil || !mcp.DeclaresTasks(m.ClientCapabilities)) {
-			return nil, mcp.MissingTasksExtension("notifications of tasks need the " + mcp.ExtensionTasks + " extension declared in the request's client capabilities")
-		}
-	}
-	// A stream lives until it is cancelled: it gives back its handler slot
-	// and counts against the connection's stream budget, so that listen
-	// streams cannot starve ordinary requests.
-	if err := req.Detach(); err != nil {
+	st, err := ss.openListen(ctx, req, m)
+	if err != nil {
 		return nil, err
 	}
-	// What an open stream keeps is kept small (a server may hold
-	// thousands): the _meta every notification carries is encoded once,
-	// and the maps of the acknowledgment and the final result are made
-	// when they are sent.
-	onlyMeta := json.RawMessage(`{"_meta":{"` + mcp.MetaSubscriptionID + `":` + string(req.ID) + `}}`)
-	subMeta := onlyMeta[len(`{"_meta":`) : len(onlyMeta)-1]
-	honored := map[string]any{}
-	// The channels are taken before the acknowledgment, so a change right
-	// after it is not missed.
-	var changed, prompts, resources <-chan struct{}
-	var updates chan string
-	if p.Notifications.ToolsListChanged {
-		honored["toolsListChanged"] = true
-		changed = ss.srv.toolsChanged()
-	}
-	if p.Notifications.PromptsListChanged && ss.srv.hasPrompts() {
-		honored["promptsListChanged"] = true
-		prompts = ss.srv.changedCh(kindPrompts)
-	}
-	if ss.srv.hasResources() {
-		if p.Notifications.ResourcesListChanged {
-			honored["resourcesListChanged"] = true
-			resources = ss.srv.changedCh(kindResources)
-		}
-		if len(p.Notifications.ResourceSubscriptions) > 0 {
-			honored["resourceSubscriptions"] = p.Notifications.ResourceSubscriptions
-			updates = ss.srv.watchUpdates()
-			defer ss.srv.unwatchUpdates(updates)
-		}
-	}
-	var taskChanges <-chan struct{}
-	var watch *taskWatch
-	if len(taskIDs) > 0 {
-		w, ids, err := ss.watchTasks(ctx, taskIDs)
-		if err != nil {
-			return nil, err
-		}
-		if w != nil {
-			defer ss.srv.tasks.unwatch(w)
-			watch, taskChanges = w, w.ready
-			honored["taskIds"] = ids
-		}
-	}
-	if err := req.Notify(mcp.MethodAcknowledged, map[string]any{"_meta": subMeta, "notifications": honored}); err != nil {
-		return nil, err
-	}
-	honored = nil
-	final := func() any { return map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": subMeta} }
+	defer st.close(ss.srv)
 	for {
 		select {
-		case <-changed:
+		case <-st.changed:
 			// Changes that land before the next notification is sent are
 			// covered by it: the client lists the tools again anyway.
-			changed = ss.srv.toolsChanged()
-			if err := req.Notify(mcp.MethodToolsListChanged, onlyMeta); err != nil {
+			st.changed = ss.srv.toolsChanged()
+			if err := req.Notify(mcp.MethodToolsListChanged, st.onlyMeta); err != nil {
 				return nil, err
 			}
-		case <-prompts:
-			prompts = ss.srv.changedCh(kindPrompts)
-			if err := req.Notify("notifications/prompts/list_changed", onlyMeta); err != nil {
+		case <-st.prompts:
+			st.prompts = ss.srv.changedCh(kindPrompts)
+			if err := req.Notify("notifications/prompts/list_changed", st.onlyMeta); err != nil {
 				return nil, err
 			}
-		case <-resources:
-			resources = ss.srv.changedCh(kindResources)
-			if err := req.Notify("notifications/resources/list_changed", onlyMeta); err != nil {
+		case <-st.resources:
+			st.resources = ss.srv.changedCh(kindResources)
+			if err := req.Notify("notifications/resources/list_changed", st.onlyMeta); err != nil {
 				return nil, err
 			}
-		case uri := <-updates:
-			if slices.Contains(p.Notifications.ResourceSubscriptions, uri) {
-				if err := req.Notify("notifications/resources/updated", map[string]any{"uri": uri, "_meta": subMeta}); err != nil {
-					return nil, err
-				}
+		case uri := <-st.updates:
+			if err := st.updated(req, uri); err != nil {
+				return nil, err
 			}
-		case <-taskChanges:
-			for _, t := range watch.take() {
-				n := detailedTask(t)
-				n["_meta"] = subMeta
-				if err := req.Notify(mcp.MethodTasksNotification, n); err != nil {
-					return nil, err
-				}
+		case <-st.taskChanges:
+			if err := tellTasks(req, st.watch, st.subMeta()); err != nil {
+				return nil, err
 			}
 		case <-req.Conn().InputDone():
-			return final(), nil
+			return st.final(), nil
 		case <-ctx.Done():
 			if errors.Is(context.Cause(ctx), rpc.ErrCancelledByPeer) {
 				return nil, ctx.Err() // silenced: nothing more is written
 			}
-			return final(), nil
+			return st.final(), nil
 		}
 	}
+}
+
+// listenState is what an open listen stream keeps (a server may hold
+// thousands): the channels it waits on and the _meta every notification
+// carries, encoded once.
+type listenState struct {
+	changed, prompts, resources <-chan struct{}
+	updates                     chan string
+	taskChanges                 <-chan struct{}
+	watch                       *taskWatch
+	subscriptions               []string
+	onlyMeta                    json.RawMessage // {"_meta":{subscriptionId}}
+}
+
+func (st *listenState) subMeta() json.RawMessage {
+	return st.onlyMeta[len(`{"_meta":`) : len(st.onlyMeta)-1]
+}
+
+func (st *listenState) final() any {
+	return map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": st.subMeta()}
+}
+
+//go:noinline
+func (st *listenState) updated(req *rpc.Request, uri string) error {
+	if !slices.Contains(st.subscriptions, uri) {
+		return nil
+	}
+	return req.Notify("notifications/resources/updated", map[string]any{"uri": uri, "_meta": st.subMeta()})
+}
+
+func (st *listenState) close(s *Server) {
+	if st.updates != nil {
+		s.unwatchUpdates(st.updates)
+	}
+	if st.watch != nil {
+		s.tasks.unwatch(st.watch)
+	}
+}
+
+// openListen reads a listen request, takes the channels it asked for
+// (before the acknowledgment, so that a change right after it is not
+// missed), detaches the request and sends the acknowledgment.
+//
+//go:noinline
+func (ss *session) openListen(ctx context.Context, req *rpc.Request, m *mcp.RequestMeta) (*listenState, error) {
+	var p listenParams
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		return nil, mcp.InvalidParams("invalid params: %v", err)
+	}
+	// Task ids (the tasks extension) are read and watched apart: an idle
+	// stream that asks for none keeps nothing more.
+	watch, taskIDs, err := ss.listenTasks(ctx, req, m)
+	if err != nil {
+		return nil, err
+	}
+	st := &listenState{watch: watch}
+	// A stream lives until it is cancelled: it gives back its handler slot
+	// and counts against the connection's stream budget, so that listen
+	// streams cannot starve ordinary requests.
+	if err := req.Detach(); err != nil {
+		st.close(ss.srv)
+		return nil, err
+	}
+	st.onlyMeta = json.RawMessage(`{"_meta":{"` + mcp.MetaSubscriptionID + `":` + string(req.ID) + `}}`)
+	honored := map[string]any{}
+	if p.Notifications.ToolsListChanged {
+		honored["toolsListChanged"] = true
+		st.changed = ss.srv.toolsChanged()
+	}
+	if p.Notifications.PromptsListChanged && ss.srv.hasPrompts() {
+		honored["promptsListChanged"] = true
+		st.prompts = ss.srv.changedCh(kindPrompts)
+	}
+	if ss.srv.hasResources() {
+		if p.Notifications.ResourcesListChanged {
+			honored["resourcesListChanged"] = true
+			st.resources = ss.srv.changedCh(kindResources)
+		}
+		if len(p.Notifications.ResourceSubscriptions) > 0 {
+			honored["resourceSubscriptions"] = p.Notifications.ResourceSubscriptions
+			st.subscriptions = p.Notifications.ResourceSubscriptions
+			st.updates = ss.srv.watchUpdates()
+		}
+	}
+	if watch != nil {
+		st.taskChanges = watch.ready
+		honored["taskIds"] = taskIDs
+	}
+	if err := req.Notify(mcp.MethodAcknowledged, map[string]any{"_meta": st.subMeta(), "notifications": honored}); err != nil {
+		st.close(ss.srv)
+		return nil, err
+	}
+	return st, nil
 }
 
 // feature serves the methods both eras share beyond tools: resources,
@@ -1101,6 +1123,47 @@ func (ss *session) watchLegacyChanges(conn *rpc.Conn, changed <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// listenTasks reads a listen request's notifications.taskIds and starts
+// watching those the caller may see: nil when it names none (or none it
+// may see). Kept out of listen's frame.
+//
+//go:noinline
+func (ss *session) listenTasks(ctx context.Context, req *rpc.Request, m *mcp.RequestMeta) (*taskWatch, []string, error) {
+	if !bytes.Contains(req.Params, []byte(`"taskIds"`)) {
+		return nil, nil, nil
+	}
+	var tp struct {
+		Notifications struct {
+			TaskIDs []string `json:"taskIds"`
+		} `json:"notifications"`
+	}
+	if err := json.Unmarshal(req.Params, &tp); err != nil {
+		return nil, nil, mcp.InvalidParams("invalid params: %v", err)
+	}
+	ids := tp.Notifications.TaskIDs
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	if m == nil || !mcp.DeclaresTasks(m.ClientCapabilities) {
+		return nil, nil, mcp.MissingTasksExtension("notifications of tasks need the " + mcp.ExtensionTasks + " extension declared in the request's client capabilities")
+	}
+	return ss.watchTasks(ctx, ids)
+}
+
+// tellTasks sends a listen stream the changes its watch has gathered.
+//
+//go:noinline
+func tellTasks(req *rpc.Request, w *taskWatch, subMeta json.RawMessage) error {
+	for _, t := range w.take() {
+		n := detailedTask(t)
+		n["_meta"] = subMeta
+		if err := req.Notify(mcp.MethodTasksNotification, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // watchTasks starts watching, for a listen stream, those of ids that are
