@@ -578,8 +578,13 @@ func (tc *trackedConn) Close() error {
 	idle := waiting && tc.timedOut
 	tc.timedOut = false
 	tc.mu.Unlock()
-	if idle {
-		t.limits.refused(refIdleClosed)
+	switch {
+	case idle && !tc.sent.Load():
+		t.limits.refused(refIdleClosed) // sent nothing at all: counted and logged
+	case idle:
+		// A client that was served and then kept the connection idle:
+		// counted, but ordinary keep-alive use, not worth a log line.
+		t.limits.counts[refIdleClosed].Add(1)
 	}
 	return tc.Conn.Close()
 }
