@@ -118,7 +118,7 @@ func TestALegacyTaskTellsItsConnectionOfEachStatus(t *testing.T) {
 	})
 }
 
-// Issue 17 (review): "the progress token remains valid for the task's
+// Issue 17: "the progress token remains valid for the task's
 // lifetime" (2025-11-25): a task's progress goes to the stream connection
 // that made it, tied to the task.
 func TestALegacyTasksProgressReachesItsConnection(t *testing.T) {

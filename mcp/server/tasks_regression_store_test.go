@@ -113,7 +113,7 @@ func (f *flakyOutcome) Update(ctx context.Context, id string, fn func(*tasks.Tas
 
 func (f *flakyOutcome) Released(string) { f.released.Add(1) }
 
-// Regression (found building the Redis store): when writing a task's
+// Regression: when writing a task's
 // outcome failed, the task was left working forever (a shared store kept
 // renewing its lease). The outcome is now tried again for about a minute,
 // and the store is told the handler is done (tasks.Releaser) either way.
@@ -138,7 +138,7 @@ func TestRegressionATasksOutcomeOutlastsAStoreOutage(t *testing.T) {
 	})
 }
 
-// Regression (found reviewing the Redis store): a task ended by someone
+// Regression: a task ended by someone
 // else than its handler (a shared store's sweeper that took this
 // instance for lost) kept its handler running, and its outcome was
 // dropped without a word. The handler's context now ends with
@@ -183,7 +183,7 @@ func (c *countingStore) Update(ctx context.Context, id string, f func(*tasks.Tas
 	return c.Store.Update(ctx, id, f)
 }
 
-// Found benchmarking a fleet: a fast task that set a status message and
+// Regression: a fast task that set a status message and
 // ended cost two store writes (each a round trip to a shared store). The
 // message now travels with the task's next change: one write, and the
 // message is kept.
