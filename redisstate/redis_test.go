@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentwire/agentwire/internal/debpkg"
+	"github.com/agentwire/agentwire/mcp/tasks/storetest"
 )
 
 // TestMain checks that no test leaves a goroutine behind: a State's, a
@@ -72,16 +73,7 @@ func newState(t *testing.T, r *redisServer, o Options) *State {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+var eventually = storetest.Eventually
 
 // waitListening waits until the State's Pub/Sub connection is subscribed.
 func waitListening(t *testing.T, s *State) {

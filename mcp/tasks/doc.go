@@ -39,4 +39,6 @@
 // stop function.
 //
 // Every method is safe for concurrent use; the store hands out copies.
+// Package storetest holds the contract as tests: a store of one's own
+// runs them with storetest.Run.
 package tasks

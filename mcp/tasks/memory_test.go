@@ -14,7 +14,20 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/mcp/tasks"
+	"github.com/agentwire/agentwire/mcp/tasks/storetest"
 	"go.uber.org/goleak"
+)
+
+// The helpers the store tests share (mcp/tasks/storetest).
+type clock = storetest.Clock
+
+var (
+	newClock = storetest.NewClock
+	working  = storetest.Working
+	result   = storetest.Result
+	complete = storetest.Complete
+	mustGet  = storetest.MustGet
+	notFound = storetest.NotFound
 )
 
 // TestMain checks that no test leaves a goroutine behind (a subscription
@@ -23,181 +36,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// clock is an injected Now: time moves only when the test says.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func newStore(c *clock, o tasks.MemoryOptions) *tasks.Memory {
 	o.Logger = quiet
 	if c != nil {
 		o.Now = c.Now
 	}
 	return tasks.NewMemory(&o)
-}
-
-func working(id string, ttl time.Duration) *tasks.Task {
-	return &tasks.Task{ID: id, Tool: "t", Status: tasks.Working, TTL: ttl}
-}
-
-// complete ends a task with a result of the given size.
-func complete(t *testing.T, m *tasks.Memory, id string, resultBytes int) {
-	t.Helper()
-	if _, err := m.Update(t.Context(), id, func(tk *tasks.Task) error {
-		tk.Status = tasks.Completed
-		tk.Result = result(resultBytes)
-		return nil
-	}); err != nil {
-		t.Fatalf("completing %s: %v", id, err)
-	}
-}
-
-func result(n int) json.RawMessage {
-	if n < len(`{"x":""}`) {
-		return json.RawMessage(`{}`)
-	}
-	return json.RawMessage(`{"x":"` + strings.Repeat("a", n-len(`{"x":""}`)) + `"}`)
-}
-
-func mustGet(t *testing.T, m *tasks.Memory, id string) *tasks.Task {
-	t.Helper()
-	tk, err := m.Get(t.Context(), id)
-	if err != nil {
-		t.Fatalf("Get %s: %v", id, err)
-	}
-	return tk
-}
-
-func notFound(t *testing.T, m *tasks.Memory, id string) {
-	t.Helper()
-	if _, err := m.Get(t.Context(), id); !errors.Is(err, tasks.ErrNotFound) {
-		t.Fatalf("Get %s: %v, want ErrNotFound", id, err)
-	}
-}
-
-// Durable creation: Create returns only once Get finds the task; the
-// store keeps its own copy, and hands out copies.
-func TestACreatedTaskIsFoundTheMomentCreateReturns(t *testing.T) {
-	m := newStore(nil, tasks.MemoryOptions{})
-	in := &tasks.Task{ID: "a", Owner: "o", Scope: "s", Design: "2026-07-28", Tool: "job", Status: tasks.Working,
-		TTL: time.Minute, PollInterval: time.Second, InputRequests: map[string]json.RawMessage{"k": json.RawMessage(`{"method":"m"}`)}}
-	if err := m.Create(t.Context(), in); err != nil {
-		t.Fatal(err)
-	}
-	got := mustGet(t, m, "a")
-	if got.Owner != "o" || got.Scope != "s" || got.Design != "2026-07-28" || got.Tool != "job" || got.Status != tasks.Working ||
-		got.TTL != time.Minute || got.PollInterval != time.Second || string(got.InputRequests["k"]) != `{"method":"m"}` {
-		t.Errorf("read back %+v", got)
-	}
-	// Neither the caller's task nor a copy handed out is the store's.
-	in.Status = tasks.Failed
-	in.InputRequests["k"][2] = 'X'
-	got.InputRequests["k"] = json.RawMessage(`{}`)
-	got.Status = tasks.Cancelled
-	again := mustGet(t, m, "a")
-	if again.Status != tasks.Working || string(again.InputRequests["k"]) != `{"method":"m"}` {
-		t.Errorf("the store's record changed through a copy: %+v", again)
-	}
-	if err := m.Create(t.Context(), working("a", 0)); !errors.Is(err, tasks.ErrExists) {
-		t.Errorf("a second Create of the id: %v, want ErrExists", err)
-	}
-	notFound(t, m, "nope")
-	if st := m.Stats(); st.Tasks != 1 || st.Live != 1 || st.Created != 1 {
-		t.Errorf("stats %+v", st)
-	}
-}
-
-// Update is an atomic read-modify-write: f's error writes nothing, the id
-// is not f's to change, and concurrent updates are not lost.
-func TestUpdateIsAtomicAndAnErrorWritesNothing(t *testing.T) {
-	m := newStore(nil, tasks.MemoryOptions{})
-	if err := m.Create(t.Context(), working("a", time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("boom")
-	if _, err := m.Update(t.Context(), "a", func(tk *tasks.Task) error {
-		tk.StatusMessage = "half-done"
-		return boom
-	}); !errors.Is(err, boom) {
-		t.Fatalf("Update: %v, want f's error", err)
-	}
-	if got := mustGet(t, m, "a"); got.StatusMessage != "" {
-		t.Errorf("a failed update was written: %q", got.StatusMessage)
-	}
-	got, err := m.Update(t.Context(), "a", func(tk *tasks.Task) error {
-		tk.ID = "b"
-		tk.StatusMessage = "renamed?"
-		return nil
-	})
-	if err != nil || got.ID != "a" {
-		t.Fatalf("Update: %+v %v", got, err)
-	}
-	notFound(t, m, "b")
-	if _, err := m.Update(t.Context(), "nope", func(*tasks.Task) error { return nil }); !errors.Is(err, tasks.ErrNotFound) {
-		t.Errorf("Update of an unknown id: %v", err)
-	}
-
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			m.Update(context.Background(), "a", func(tk *tasks.Task) error {
-				tk.Keys++
-				return nil
-			})
-		})
-	}
-	wg.Wait()
-	if got := mustGet(t, m, "a"); got.Keys != 50 {
-		t.Errorf("50 concurrent increments made %d", got.Keys)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if _, err := m.Update(ctx, "a", func(*tasks.Task) error { return nil }); !errors.Is(err, context.Canceled) {
-		t.Errorf("Update with a done context: %v", err)
-	}
-}
-
-// An ended task stays ended: no update moves it out of its terminal
-// status (its EndedAt is when it ended).
-func TestAnEndedTaskStaysEnded(t *testing.T) {
-	for _, end := range []tasks.Status{tasks.Completed, tasks.Failed, tasks.Cancelled} {
-		t.Run(string(end), func(t *testing.T) {
-			c := newClock()
-			m := newStore(c, tasks.MemoryOptions{})
-			if err := m.Create(t.Context(), working("a", time.Hour)); err != nil {
-				t.Fatal(err)
-			}
-			c.Advance(time.Minute)
-			ended, err := m.Update(t.Context(), "a", func(tk *tasks.Task) error { tk.Status = end; return nil })
-			if err != nil || ended.Status != end || !ended.EndedAt.Equal(c.Now()) {
-				t.Fatalf("ending: %+v %v", ended, err)
-			}
-			for _, s := range []tasks.Status{tasks.Working, tasks.InputRequired, tasks.Completed, tasks.Failed, tasks.Cancelled} {
-				got, err := m.Update(t.Context(), "a", func(tk *tasks.Task) error { tk.Status = s; return nil })
-				if err != nil || got.Status != end {
-					t.Errorf("moving a %s task to %s: %v %v", end, s, got.Status, err)
-				}
-			}
-			if st := m.Stats(); st.Live != 0 || st.Tasks != 1 {
-				t.Errorf("stats %+v", st)
-			}
-		})
-	}
 }
 
 // The TTL counts from the end, never while the task runs: a task working
@@ -428,116 +272,6 @@ func TestTenThousandFinishedTasksDoNotGrowMemoryPastTheStoresBound(t *testing.T)
 	runtime.KeepAlive(m)
 }
 
-// List: oldest first, one owner's tasks (and, for owner "", one scope's),
-// in pages whose cursor resumes where the last ended.
-func TestListPagesOneOwnerOrScopeOldestFirst(t *testing.T) {
-	m := newStore(newClock(), tasks.MemoryOptions{})
-	mk := func(id, owner, scope string) {
-		tk := working(id, time.Hour)
-		tk.Owner, tk.Scope = owner, scope
-		if err := m.Create(t.Context(), tk); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 5 {
-		mk(fmt.Sprint("alice-", i), "alice", "")
-		mk(fmt.Sprint("bob-", i), "bob", "")
-		mk(fmt.Sprint("conn1-", i), "", "conn1")
-		mk(fmt.Sprint("conn2-", i), "", "conn2")
-	}
-	mk("alice-in-conn1", "alice", "conn1") // an owner's task, whatever its scope
-	list := func(owner, scope string, limit int) (pages [][]string) {
-		cursor := ""
-		for {
-			ts, next, err := m.List(t.Context(), owner, scope, cursor, limit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ids []string
-			for _, tk := range ts {
-				ids = append(ids, tk.ID)
-			}
-			pages = append(pages, ids)
-			if next == "" {
-				return pages
-			}
-			if len(pages) > 10 {
-				t.Fatal("pagination does not end")
-			}
-			cursor = next
-		}
-	}
-	if got := fmt.Sprint(list("alice", "", 2)); got != "[[alice-0 alice-1] [alice-2 alice-3] [alice-4 alice-in-conn1]]" {
-		t.Errorf("alice's pages: %s", got)
-	}
-	if got := fmt.Sprint(list("", "conn1", 3)); got != "[[conn1-0 conn1-1 conn1-2] [conn1-3 conn1-4]]" {
-		t.Errorf("conn1's pages: %s", got)
-	}
-	if got := fmt.Sprint(list("", "conn2", 5)); got != "[[conn2-0 conn2-1 conn2-2 conn2-3 conn2-4]]" {
-		t.Errorf("an exact page has no next cursor: %s", got)
-	}
-	if got := fmt.Sprint(list("carol", "", 0)); got != "[[]]" {
-		t.Errorf("a stranger's list: %s", got)
-	}
-	if got := fmt.Sprint(list("", "", 0)); got != "[[]]" {
-		t.Errorf("no owner, no scope: %s", got)
-	}
-	if _, _, err := m.List(t.Context(), "alice", "", "not a cursor!", 2); err == nil {
-		t.Error("an invalid cursor was accepted")
-	}
-	// A task that ends or expires mid-listing does not upset the cursor.
-	_, next, _ := m.List(t.Context(), "bob", "", "", 2)
-	complete(t, m, "bob-2", 10)
-	ts, _, err := m.List(t.Context(), "bob", "", next, 2)
-	if err != nil || len(ts) != 2 || ts[0].ID != "bob-2" || ts[0].Status != tasks.Completed || ts[1].ID != "bob-3" {
-		t.Errorf("the second page: %v %v", ts, err)
-	}
-}
-
-// Subscribe delivers every change of a task, in the order the changes
-// were made, each a copy of the task as it was after the change.
-func TestSubscribeDeliversEveryChangeOfATaskInOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		m := newStore(nil, tasks.MemoryOptions{})
-		var mu sync.Mutex
-		var seen []string
-		stop, err := m.Subscribe(t.Context(), func(ev tasks.Event) {
-			mu.Lock()
-			seen = append(seen, fmt.Sprintf("%s:%s:%s", ev.Task.ID, ev.Task.Status, ev.Task.StatusMessage))
-			mu.Unlock()
-			ev.Task.StatusMessage = "scribbled" // the event's copy is the subscriber's
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stop()
-		ctx := context.Background()
-		m.Create(ctx, working("a", time.Hour))
-		m.Create(ctx, working("b", time.Hour))
-		for i := range 20 {
-			m.Update(ctx, "a", func(tk *tasks.Task) error { tk.StatusMessage = fmt.Sprint(i); return nil })
-		}
-		m.Update(ctx, "a", func(tk *tasks.Task) error { tk.Status = tasks.InputRequired; return nil })
-		m.Update(ctx, "b", func(tk *tasks.Task) error { tk.Status = tasks.Cancelled; return nil })
-		m.Update(ctx, "a", func(tk *tasks.Task) error { tk.Status = tasks.Completed; return nil })
-		m.Update(ctx, "a", func(tk *tasks.Task) error { return errors.New("no change") }) // nothing written, nothing told
-		synctest.Wait()
-		want := []string{"a:working:", "b:working:"}
-		for i := range 20 {
-			want = append(want, fmt.Sprintf("a:working:%d", i))
-		}
-		want = append(want, "a:input_required:19", "b:cancelled:", "a:completed:19")
-		mu.Lock()
-		defer mu.Unlock()
-		if fmt.Sprint(seen) != fmt.Sprint(want) {
-			t.Errorf("events\n got %v\nwant %v", seen, want)
-		}
-		if got := mustGet(t, m, "a"); got.StatusMessage != "19" {
-			t.Errorf("a subscriber's scribble reached the store: %q", got.StatusMessage)
-		}
-	})
-}
-
 // A slow subscriber loses the oldest events past EventBuffer, counted in
 // Stats.EventsDropped; what it does get is the newest, in order.
 func TestASlowSubscriberLosesTheOldestEventsPastEventBuffer(t *testing.T) {
@@ -690,4 +424,28 @@ func TestASelectiveSubscriptionHearsOnlyTheTasksItKeeps(t *testing.T) {
 			t.Fatalf("heard %q", got)
 		}
 	})
+}
+
+// Memory keeps the tasks.Store contract (mcp/tasks/storetest).
+func TestMemoryKeepsTheStoreContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) tasks.Store {
+		return tasks.NewMemory(&tasks.MemoryOptions{Logger: quiet, Now: now})
+	})
+}
+
+// Memory counts what it holds: a created task is held and live, an ended
+// one held but not live.
+func TestMemoryCountsTheTasksItHolds(t *testing.T) {
+	c := newClock()
+	m := newStore(c, tasks.MemoryOptions{})
+	if err := m.Create(t.Context(), working("a", time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st.Tasks != 1 || st.Live != 1 || st.Created != 1 {
+		t.Errorf("stats after Create %+v", st)
+	}
+	complete(t, m, "a", 10)
+	if st := m.Stats(); st.Live != 0 || st.Tasks != 1 {
+		t.Errorf("stats after the end %+v", st)
+	}
 }
