@@ -507,7 +507,10 @@ func (c *Conn) registerLocked(req *Request) (ok, dup bool) {
 		}
 		c.inflight.put(req)
 	}
-	req.ctx, req.cancel = context.WithCancelCause(c.parent)
+	var cc context.Context
+	cc, req.cancel = context.WithCancelCause(c.parent)
+	req.vctx = requestContext{Context: cc, req: req}
+	req.ctx = &req.vctx
 	req.prev, req.next = nil, c.live
 	if c.live != nil {
 		c.live.prev = req

@@ -35,6 +35,7 @@ func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID f
 	if onID != nil {
 		onID(jsonrpc.ID(id))
 	}
+	h.related = relatedID(ctx, c)
 	pc := make(pendingCall, 1)
 	// The key views the id in msg, which nothing writes to once encoded
 	// (the output copies it): no string is made for it.
@@ -212,6 +213,7 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return err
 	}
+	h.related = relatedID(ctx, c)
 	// Like Call: wait for room only as long as ctx allows, and never write
 	// on the caller's goroutine (guarantee K1).
 	if err := c.out.enqueueContext(ctx, h, msg); err != nil {

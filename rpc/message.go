@@ -72,9 +72,24 @@ type Outbound struct {
 	Error *jsonrpc.Error
 	// Params is the params of a request or notification; nil when absent.
 	Params json.RawMessage
+	// Related is the id of the inbound request this message belongs to: the
+	// request a response answers (the same as ID), or the running request
+	// on whose behalf a notification or request is sent (Request.Notify,
+	// or Conn.Call and Conn.Notify with a context derived from the
+	// handler's). Empty for a message sent outside any request. A
+	// transport with several output streams (Streamable HTTP sessions)
+	// routes on it: a request's progress belongs on that request's stream.
+	Related jsonrpc.ID
 
-	parts [5][]byte
+	// parts are the message's pieces, viewed as strings (16 bytes a
+	// header rather than 24): the Outbound lives inside every Conn, which
+	// is kept in a small size class. Nothing writes to the bytes.
+	parts [5]string
 	n     int
+}
+
+func (m *Outbound) part(i int) []byte {
+	return unsafe.Slice(unsafe.StringData(m.parts[i]), len(m.parts[i]))
 }
 
 // Len is the length of the encoded message.
@@ -98,7 +113,8 @@ func (m *Outbound) AppendTo(dst []byte) []byte {
 // pieces it is made of: the raw result of a response is not copied.
 func (m *Outbound) WriteTo(w io.Writer) (int64, error) {
 	var total int64
-	for _, p := range m.parts[:m.n] {
+	for i := range m.n {
+		p := m.part(i)
 		if len(p) == 0 {
 			continue
 		}
@@ -113,20 +129,21 @@ func (m *Outbound) WriteTo(w io.Writer) (int64, error) {
 
 // head is what a connection knows of a message it sends, besides its bytes.
 type head struct {
-	kind   jsonrpc.Kind
-	id     jsonrpc.ID
-	method string
-	err    *jsonrpc.Error
-	params []byte
+	kind    jsonrpc.Kind
+	id      jsonrpc.ID
+	method  string
+	err     *jsonrpc.Error
+	params  []byte
+	related jsonrpc.ID
 }
 
-func resultHead(id jsonrpc.ID) head { return head{kind: jsonrpc.KindResult, id: id} }
+func resultHead(id jsonrpc.ID) head { return head{kind: jsonrpc.KindResult, id: id, related: id} }
 
 func errorHead(id jsonrpc.ID, e *jsonrpc.Error) head {
 	if id == jsonrpc.NullID {
 		id = ""
 	}
-	return head{kind: jsonrpc.KindError, id: id, err: e}
+	return head{kind: jsonrpc.KindError, id: id, err: e, related: id}
 }
 
 // errMessageTooLong is what a MessageReader's over-long message counts as:

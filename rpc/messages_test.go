@@ -27,7 +27,7 @@ func (c *collected) WriteMessage(m *rpc.Outbound) error {
 	if c.fail != nil {
 		return c.fail
 	}
-	c.msgs = append(c.msgs, rpc.Outbound{Kind: m.Kind, ID: m.ID, Method: m.Method, Error: m.Error, Params: append([]byte(nil), m.Params...)})
+	c.msgs = append(c.msgs, rpc.Outbound{Kind: m.Kind, ID: m.ID, Method: m.Method, Error: m.Error, Related: m.Related, Params: append([]byte(nil), m.Params...)})
 	var sb strings.Builder
 	if _, err := m.WriteTo(&sb); err != nil {
 		return err
@@ -211,4 +211,93 @@ func TestFailedWriteMessageEndsTheConnection(t *testing.T) {
 			t.Errorf("Wait = %v, want the write's error", err)
 		}
 	})
+}
+
+// Every message a connection writes says which inbound request it belongs
+// to: a response its request, a notification or call made on a request's
+// behalf (Request.Notify, or Conn.Notify/Call with a context derived from
+// the handler's, however deeply) that request, and anything else nothing.
+// A transport with several output streams routes on it.
+func TestOutboundNamesTheRequestItBelongsTo(t *testing.T) {
+	var out collected
+	asked := &stopOnRequest{w: &out}
+	other := rpc.NewMessages(nil, &collected{}, nil, &rpc.Options{Logger: quiet})
+	defer other.Close()
+	var c *rpc.Conn
+	type key struct{}
+	h := rpc.Methods{
+		"work": func(ctx context.Context, req *rpc.Request) (any, error) {
+			if err := req.Notify("n/request", nil); err != nil {
+				return nil, err
+			}
+			derived, cancel := context.WithTimeout(context.WithValue(ctx, key{}, 1), time.Minute)
+			defer cancel()
+			if err := c.Notify(derived, "n/derived", nil); err != nil {
+				return nil, err
+			}
+			if err := c.Notify(context.WithoutCancel(ctx), "n/detached", nil); err != nil {
+				return nil, err
+			}
+			if err := c.Notify(context.Background(), "n/unrelated", nil); err != nil {
+				return nil, err
+			}
+			// A context of another connection's request relates to nothing here.
+			if err := other.Notify(ctx, "n/elsewhere", nil); err != nil {
+				return nil, err
+			}
+			// The call is abandoned as soon as it is written.
+			callCtx, stop := context.WithCancel(ctx)
+			asked.stop = stop
+			_, _ = c.Call(callCtx, "ask", nil)
+			return "done", nil
+		},
+		"fail": func(context.Context, *rpc.Request) (any, error) {
+			return nil, jsonrpc.NewError(-32602, "bad", nil)
+		},
+	}
+	c = rpc.NewMessages(nil, asked, h, &rpc.Options{Logger: quiet})
+	defer c.Close()
+	if err := c.Receive([]byte(`{"jsonrpc":"2.0","id":"w1","method":"work"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Receive([]byte(`{"jsonrpc":"2.0","id":9,"method":"fail"}`)); err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	got := map[string]jsonrpc.ID{}
+	for _, m := range out.msgs {
+		switch m.Kind {
+		case jsonrpc.KindNotification, jsonrpc.KindRequest:
+			got[m.Method] = m.Related
+		default:
+			got["response "+string(m.ID)] = m.Related
+		}
+	}
+	want := map[string]jsonrpc.ID{
+		"n/request": `"w1"`, "n/derived": `"w1"`, "n/detached": `"w1"`, "n/unrelated": "",
+		"ask": `"w1"`, `response "w1"`: `"w1"`, "response 9": "9",
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s: Related = %q (seen %v), want %q", k, g, ok, v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("messages: %v", got)
+	}
+}
+
+// stopOnRequest passes messages on and calls stop once a request is written.
+type stopOnRequest struct {
+	w    rpc.MessageWriter
+	stop func()
+}
+
+func (s *stopOnRequest) WriteMessage(m *rpc.Outbound) error {
+	err := s.w.WriteMessage(m)
+	if m.Kind == jsonrpc.KindRequest && s.stop != nil {
+		s.stop()
+	}
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/agentwire/agentwire/framing"
 )
@@ -140,8 +141,11 @@ func (o *output) write(h head, parts [][]byte) error {
 		return framing.ErrOutputClosed
 	}
 	m := &o.scratch // fields set one by one: no Outbound-sized temporary on the stack
-	m.Kind, m.ID, m.Method, m.Error, m.Params = h.kind, h.id, h.method, h.err, h.params
-	m.n = copy(m.parts[:], parts)
+	m.Kind, m.ID, m.Method, m.Error, m.Params, m.Related = h.kind, h.id, h.method, h.err, h.params, h.related
+	for i, p := range parts {
+		m.parts[i] = unsafe.String(unsafe.SliceData(p), len(p))
+	}
+	m.n = len(parts)
 	err := o.mw.WriteMessage(m)
 	*m = Outbound{} // nothing written is kept alive by the connection
 	if err != nil {

@@ -54,7 +54,8 @@ type Request struct {
 	Params json.RawMessage
 
 	conn   *Conn
-	ctx    context.Context
+	ctx    context.Context // &vctx once registered
+	vctx   requestContext
 	cancel context.CancelCauseFunc
 	batch  *batch
 	lane   lane // guarded by conn.mu; see admission.go
@@ -128,7 +129,37 @@ func (r *Request) Notify(method string, params any) error {
 	if r.answered {
 		return ErrRequestAnswered
 	}
+	h.related = r.ID
 	return r.conn.send(h, msg)
+}
+
+// requestContext is the context a handler runs with: its cancellation
+// context, plus the request itself as a value, so that a call or
+// notification made with it (or a context derived from it) is known to
+// belong to the request (Outbound.Related). It lives inside the Request:
+// no allocation per request.
+type requestContext struct {
+	context.Context
+	req *Request
+}
+
+type requestKey struct{}
+
+func (c *requestContext) Value(key any) any {
+	if key == (requestKey{}) {
+		return c.req
+	}
+	return c.Context.Value(key)
+}
+
+// relatedID is the id of the running request of conn c that ctx derives
+// from, or "" when there is none: a context from another connection's
+// handler (a bridge forwarding upstream) relates to nothing here.
+func relatedID(ctx context.Context, c *Conn) jsonrpc.ID {
+	if r, ok := ctx.Value(requestKey{}).(*Request); ok && r.conn == c {
+		return r.ID
+	}
+	return ""
 }
 
 func encodeNotification(method string, params any) ([]byte, head, error) {
