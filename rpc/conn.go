@@ -112,6 +112,16 @@ type Conn struct {
 
 	done chan struct{} // made on first use (Done); closed when finished
 	err  error
+	// life is Context's, made on first use: most connections never ask,
+	// and a pointer keeps the Conn in its size class.
+	life *connLife
+}
+
+// connLife is a connection's Context and what cancels it when the
+// connection has finished.
+type connLife struct {
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // pendingCall is where a call's response is delivered (buffered: the
@@ -268,6 +278,27 @@ func (c *Conn) Done() <-chan struct{} {
 		}
 	}
 	return c.done
+}
+
+// Context returns a context that is cancelled once the connection has shut
+// down (when Done is closed). It carries the values of the connection's
+// parent context (Options.Context, or the ctx given to
+// Prepared.NewMessages) but not its cancellation. It is made on first use;
+// what is kept for a connection and must go with it (its entry in a table
+// of subscribers, say) hooks on it with context.AfterFunc, which costs no
+// goroutine while the connection lives, where a goroutine waiting on Done
+// would cost one per connection.
+func (c *Conn) Context() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.life == nil {
+		ctx, cancel := context.WithCancel(context.WithoutCancel(c.parent))
+		c.life = &connLife{ctx: ctx, cancel: cancel}
+		if c.finished {
+			cancel()
+		}
+	}
+	return c.life.ctx
 }
 
 // Wait blocks until the connection has shut down and returns why: nil after

@@ -203,7 +203,11 @@ func (c *Conn) shutdown(idle <-chan struct{}, graceful bool) {
 	if c.done != nil {
 		close(c.done)
 	}
+	life := c.life
 	c.mu.Unlock()
+	if life != nil {
+		life.cancel()
+	}
 }
 
 // closeInput stops the reader before output is drained. A stream that is
