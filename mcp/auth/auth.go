@@ -47,6 +47,21 @@ type Identity struct {
 	Claims map[string]any
 }
 
+// Owner is the key of what belongs to this identity (a task, a session):
+// the issuer, then the subject, or the client for a client acting for
+// itself, so that two issuers' subjects never collide. "" for nil (no
+// verified identity: one principal).
+func (id *Identity) Owner() string {
+	if id == nil {
+		return ""
+	}
+	who := id.Subject
+	if who == "" {
+		who = "client:" + id.ClientID
+	}
+	return id.Issuer + "\x00" + who
+}
+
 // HasScopes reports whether every one of want was granted.
 func (id *Identity) HasScopes(want ...string) bool {
 	if id == nil {

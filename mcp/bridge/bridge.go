@@ -46,9 +46,15 @@ type Bridge struct {
 	mu          sync.Mutex
 	toolHeaders map[string]map[string]string // nil until the server's tools are listed
 	hubs        map[string]*listenHub        // open upstream listen streams by filter; see bridgelisten.go
+	sessions    map[*bridgeSession]struct{}  // initialized legacy sessions; see sessions.go
+	sessPeak    int                          // (shrunk)
+	upSubs      map[string]*upstreamSub      // a legacy server's subscriptions, held for sessions
+	upPeak      int                          // (shrunk)
 
-	slowClients, serverLost atomic.Int64
-	slowLog, lostLog        refusal.Log
+	wireOnce sync.Once // hearing a legacy server's notifications for sessions
+
+	slowClients, serverLost, sessionDrops, subsRefused atomic.Int64
+	slowLog, lostLog, dropLog, subsLog                 refusal.Log
 }
 
 // Stats counts what a bridge gave up on.
@@ -60,16 +66,35 @@ type Stats struct {
 	// the bridge was lost under them.
 	ServerLost int64
 	// SharedStreams is the number of listen streams open on the server,
-	// each shared by every client with the same filter.
+	// each shared by every client with the same filter (legacy sessions'
+	// list changes and subscriptions included).
 	SharedStreams int
+	// Sessions is the number of initialized legacy sessions
+	// (SessionHandler) the server's changes are relayed to.
+	Sessions int
+	// UpstreamSubscriptions is the number of URIs a legacy server is
+	// subscribed to on behalf of sessions.
+	UpstreamSubscriptions int
+	// SessionDrops counts notifications not relayed to a session: it fell
+	// 256 behind, or did not take one within 10 s.
+	SessionDrops int64
+	// SubscriptionsRefused counts resources/subscribe requests refused
+	// because the session held 1024 subscriptions.
+	SubscriptionsRefused int64
 }
 
 // Stats returns the bridge's counters.
 func (b *Bridge) Stats() Stats {
 	b.mu.Lock()
-	n := len(b.hubs)
+	n, sessions, up := len(b.hubs), len(b.sessions), 0
+	for _, e := range b.upSubs {
+		if len(e.sessions) > 0 {
+			up++
+		}
+	}
 	b.mu.Unlock()
-	return Stats{SlowClients: b.slowClients.Load(), ServerLost: b.serverLost.Load(), SharedStreams: n}
+	return Stats{SlowClients: b.slowClients.Load(), ServerLost: b.serverLost.Load(), SharedStreams: n,
+		Sessions: sessions, UpstreamSubscriptions: up, SessionDrops: b.sessionDrops.Load(), SubscriptionsRefused: b.subsRefused.Load()}
 }
 
 // slowClient is the overflow of a client's relay: its request is cancelled.
@@ -155,6 +180,7 @@ func (b *Bridge) ExchangeOptions(base *rpc.Options) *rpc.Options {
 	if o.Logger != nil {
 		b.log.Store(o.Logger)
 		b.slowLog.Logger, b.lostLog.Logger = o.Logger, o.Logger
+		b.dropLog.Logger, b.subsLog.Logger = o.Logger, o.Logger
 	}
 	o.RejectBatches = true
 	o.Cancel = []rpc.CancelMethod{rpc.MCPCancel}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agentwire/agentwire/internal/mapshrink"
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/mcp/host"
 	"sync"
 
 	"github.com/agentwire/agentwire/internal/relay"
+	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
 )
 
@@ -19,7 +21,10 @@ import (
 // one stream, not a thousand of its stream budget, and cannot use that
 // budget up for each other. Each client still sees only its own
 // subscription id, and a client that does not read its event stream is
-// dropped alone (relayQueue), never stalling the others.
+// dropped alone (relayQueue), never stalling the others. A legacy
+// session (SessionHandler) hangs off the same hubs for its list changes
+// and its resources/subscribe: it is told on its connection, outside any
+// request, without the subscription id it never asked for.
 
 // listenHub is one upstream stream and the clients hanging off it.
 type listenHub struct {
@@ -31,12 +36,26 @@ type listenHub struct {
 	err error
 
 	mu      sync.Mutex
-	clients map[*rpc.Request]*hubClient
+	clients map[any]*hubClient // by the client's listen request, or its session
+	peak    int                // (shrunk)
 }
 
+// hubClient is one client of a hub: a listen request (id and rl) or a
+// legacy session (sess).
 type hubClient struct {
-	id json.RawMessage // the client's listen request id: its subscription id
-	rl *relay.Relay[relayMsg]
+	id   jsonrpc.ID // the client's listen request id: its subscription id
+	rl   *relay.Relay[relayMsg]
+	sess *bridgeSession
+}
+
+// deliver passes one of the stream's notifications on to the client. It
+// runs on the shared session's reader: it never waits.
+func (c *hubClient) deliver(method string, params json.RawMessage) {
+	if c.sess != nil {
+		c.sess.enqueue(method, withoutSubscriptionID(params))
+		return
+	}
+	c.rl.Send(relayMsg{method, withSubscriptionID(params, json.RawMessage(c.id))})
 }
 
 // listen serves a modern client's subscriptions/listen through the shared
@@ -55,7 +74,7 @@ func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params map[string
 	defer cancel(nil)
 	rl := newRelay(req, b.slowClient(cancel))
 	defer rl.Finish()
-	hub, err := b.joinHub(ctx, filter, req, rl)
+	hub, err := b.joinHub(ctx, filter, req, &hubClient{id: req.ID, rl: rl})
 	if err != nil {
 		return b.result(nil, err)
 	}
@@ -77,22 +96,23 @@ func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params map[string
 	}
 }
 
-// joinHub adds a client to the hub for filter, opening the upstream stream
-// if it is the first, and queues the client's acknowledgment first on its
-// relay, so that it precedes every notification.
-func (b *Bridge) joinHub(ctx context.Context, filter host.ListenFilter, req *rpc.Request, rl *relay.Relay[relayMsg]) (*listenHub, error) {
+// joinHub adds a client (known in the hub by key) to the hub for filter,
+// opening the upstream stream if it is the first, and queues a listen
+// client's acknowledgment first on its relay, so that it precedes every
+// notification.
+func (b *Bridge) joinHub(ctx context.Context, filter host.ListenFilter, key any, c *hubClient) (*listenHub, error) {
 	keyRaw, _ := json.Marshal(filter)
-	key := string(keyRaw)
+	fkey := string(keyRaw)
 	for {
 		b.mu.Lock()
 		if b.hubs == nil {
 			b.hubs = map[string]*listenHub{}
 		}
-		hub := b.hubs[key]
+		hub := b.hubs[fkey]
 		opener := hub == nil
 		if opener {
-			hub = &listenHub{key: key, ready: make(chan struct{}), clients: map[*rpc.Request]*hubClient{}}
-			b.hubs[key] = hub
+			hub = &listenHub{key: fkey, ready: make(chan struct{}), clients: map[any]*hubClient{}}
+			b.hubs[fkey] = hub
 		}
 		b.mu.Unlock()
 		if opener {
@@ -110,8 +130,8 @@ func (b *Bridge) joinHub(ctx context.Context, filter host.ListenFilter, req *rpc
 		case <-hub.sub.Done():
 			// Ended by the server a moment ago: open anew.
 			b.mu.Lock()
-			if b.hubs[key] == hub {
-				delete(b.hubs, key)
+			if b.hubs[fkey] == hub {
+				delete(b.hubs, fkey)
 			}
 			b.mu.Unlock()
 			continue
@@ -123,11 +143,14 @@ func (b *Bridge) joinHub(ctx context.Context, filter host.ListenFilter, req *rpc
 			hub.mu.Unlock()
 			continue
 		}
-		rl.Send(relayMsg{mcp.MethodAcknowledged, map[string]any{
-			"_meta":         map[string]any{mcp.MetaSubscriptionID: req.ID},
-			"notifications": hub.sub.Honored(),
-		}})
-		hub.clients[req] = &hubClient{id: json.RawMessage(req.ID), rl: rl}
+		if c.rl != nil {
+			c.rl.Send(relayMsg{mcp.MethodAcknowledged, map[string]any{
+				"_meta":         map[string]any{mcp.MetaSubscriptionID: c.id},
+				"notifications": hub.sub.Honored(),
+			}})
+		}
+		hub.clients[key] = c
+		hub.peak = max(hub.peak, len(hub.clients))
 		hub.mu.Unlock()
 		return hub, nil
 	}
@@ -140,7 +163,7 @@ func (b *Bridge) openHub(hub *listenHub, filter host.ListenFilter) {
 		hub.mu.Lock()
 		defer hub.mu.Unlock()
 		for _, c := range hub.clients {
-			c.rl.Send(relayMsg{method, withSubscriptionID(params, c.id)})
+			c.deliver(method, params)
 		}
 	})
 	if err != nil {
@@ -168,11 +191,19 @@ func (b *Bridge) openHub(hub *listenHub, filter host.ListenFilter) {
 }
 
 // leaveHub removes a client; the last one out closes the upstream stream.
-func (b *Bridge) leaveHub(hub *listenHub, req *rpc.Request) {
+func (b *Bridge) leaveHub(hub *listenHub, key any) {
 	b.mu.Lock()
 	hub.mu.Lock()
-	delete(hub.clients, req)
+	if _, ok := hub.clients[key]; !ok {
+		hub.mu.Unlock()
+		b.mu.Unlock()
+		return // gone already (a hub the server ended and a client left)
+	}
+	delete(hub.clients, key)
 	last := len(hub.clients) == 0
+	if !last {
+		hub.clients = mapshrink.Shrunk(hub.clients, &hub.peak)
+	}
 	if last {
 		hub.clients = nil // joinHub sees the hub closing
 		if b.hubs[hub.key] == hub {
@@ -200,6 +231,31 @@ func withSubscriptionID(raw json.RawMessage, id json.RawMessage) json.RawMessage
 	}
 	m[mcp.MetaSubscriptionID] = id
 	obj["_meta"], _ = json.Marshal(m)
+	out, _ := json.Marshal(obj)
+	return out
+}
+
+// withoutSubscriptionID returns notification params without _meta's
+// subscription id (and without _meta when nothing else is in it), for a
+// legacy client, which never opened a listen stream; nil when nothing is
+// left.
+func withoutSubscriptionID(raw json.RawMessage) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj["_meta"], &m) == nil && m != nil {
+		delete(m, mcp.MetaSubscriptionID)
+		if len(m) == 0 {
+			delete(obj, "_meta")
+		} else {
+			obj["_meta"], _ = json.Marshal(m)
+		}
+	}
+	if len(obj) == 0 {
+		return nil
+	}
 	out, _ := json.Marshal(obj)
 	return out
 }

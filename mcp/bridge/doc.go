@@ -32,6 +32,30 @@
 // notifications hangs off one subscriptions/listen stream on the server,
 // opened for the first and closed after the last leaves.
 //
+// # Legacy sessions
+//
+// With legacy sessions on (streamable.SessionOptions) each session is one
+// long-lived connection whose handler SessionHandler gives. Its requests
+// are forwarded as above, but logging/setLevel, resources/subscribe and
+// resources/unsubscribe are the session's own: the bridge answers them
+// and keeps them for the session's life, and they never reach the shared
+// server, where they would change what every other client hears. The
+// server's changes are relayed to the session outside any request (its
+// GET stream): list changes to every session, a resource's update to the
+// sessions subscribed to it, and, from a legacy server, log messages at or
+// above the session's level ("info" until it sets one; a 2026-07-28
+// server logs per request only). From a 2026-07-28 server they come
+// through the shared listen streams, one for the list changes and one per
+// subscribed URI; from a legacy server from the shared session's
+// notifications (host.Session's OnNotification, when it has it), the
+// bridge subscribing upstream once per URI for the first session and
+// unsubscribing after the last. A session holds at most 1024
+// subscriptions (Stats.SubscriptionsRefused). An idle session costs no
+// goroutine: each has a queue of its own (256; beyond it notifications
+// are dropped, Stats.SessionDrops, logged once per burst) that one
+// goroutine empties while there is something in it, and what a session
+// holds goes when its connection ends.
+//
 // # Cancellation and shutdown
 //
 // A client that cancels (closes its response) cancels the forwarded call,

@@ -95,6 +95,15 @@ type Options struct {
 	// a legacy server sends them after SetLogLevel (or at its default), a
 	// 2026-07-28 server for calls made WithLogLevel.
 	OnLog func(level, logger string, data json.RawMessage)
+	// OnNotification receives the server's notifications that nothing
+	// else takes (no call's progress, no subscription's event, no log
+	// message for OnLog): a legacy server's list changes
+	// (notifications/tools/list_changed, ...) and resource updates
+	// (notifications/resources/updated), which over HTTP come on the
+	// session's standalone GET stream or an HTTP+SSE server's event
+	// stream. It is called on the goroutine that reads them, in the order
+	// they were read: keep it short. Nil: they are dropped.
+	OnNotification func(method string, params json.RawMessage)
 }
 
 func (o *Options) resolve() Options {
@@ -143,6 +152,56 @@ type Session struct {
 	nextToken atomic.Int64
 	progress  sync.Map // progress token (raw JSON) -> *relay.Relay[progressEvent]
 	subs      sync.Map // listen request id (raw JSON) -> *Subscription
+
+	// hearers are OnNotification's functions, copied on write: the read
+	// path (every notification) takes no lock.
+	hearersMu sync.Mutex
+	hearers   atomic.Pointer[[]*hearer]
+}
+
+type hearer struct {
+	f func(method string, params json.RawMessage)
+}
+
+// OnNotification calls f with each notification from the server that
+// belongs to no call and no listen stream (a legacy server's list
+// changes, resource updates and log messages, the last after
+// Options.OnLog), besides Options.OnNotification, on the goroutine that
+// read it: f must not wait. It is how a bridge fans a legacy server's
+// notifications out to its own clients. stop removes f.
+func (s *Session) OnNotification(f func(method string, params json.RawMessage)) (stop func()) {
+	h := &hearer{f: f}
+	s.hearersMu.Lock()
+	var next []*hearer
+	if cur := s.hearers.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, h)
+	s.hearers.Store(&next)
+	s.hearersMu.Unlock()
+	return func() {
+		s.hearersMu.Lock()
+		defer s.hearersMu.Unlock()
+		cur := s.hearers.Load()
+		if cur == nil {
+			return
+		}
+		next := make([]*hearer, 0, len(*cur))
+		for _, x := range *cur {
+			if x != h {
+				next = append(next, x)
+			}
+		}
+		s.hearers.Store(&next)
+	}
+}
+
+func (s *Session) tellHearers(method string, params json.RawMessage) {
+	if hs := s.hearers.Load(); hs != nil {
+		for _, h := range *hs {
+			h.f(method, params)
+		}
+	}
 }
 
 // ProgressFunc receives notifications/progress for one call. It is called
@@ -214,8 +273,13 @@ type Peer struct {
 	Input func(ctx context.Context, method string, params json.RawMessage) (any, error)
 	// Reinitialize starts a new legacy session, at the version agreed the
 	// first time, with a server that forgot ours (over HTTP: a 404 to a
-	// request with an Mcp-Session-Id).
+	// request with an Mcp-Session-Id, or the end of a 2024-11-05 HTTP+SSE
+	// server's event stream).
 	Reinitialize func(ctx context.Context) error
+	// ProbeTimeout is Options.ProbeTimeout (resolved): it also bounds what
+	// a transport does to find the server's transport (over HTTP, the
+	// wait for an HTTP+SSE server's endpoint event).
+	ProbeTimeout time.Duration
 }
 
 // NewSession negotiates over the transport that open returns, given the
@@ -224,7 +288,7 @@ type Peer struct {
 // *ConnectError, and the transport has been closed.
 func NewSession(ctx context.Context, opts *Options, open func(Peer) Transport) (*Session, error) {
 	s := &Session{opts: opts.resolve()}
-	p := Peer{Notification: s.inbound, Reinitialize: s.reinitialize}
+	p := Peer{Notification: s.inbound, Reinitialize: s.reinitialize, ProbeTimeout: s.opts.ProbeTimeout}
 	if s.opts.OnInput != nil {
 		p.Input = func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			if !isInputMethod(method) {
@@ -308,13 +372,19 @@ func (s *Session) inbound(method string, params json.RawMessage) {
 				s.opts.OnLog(m.Level, m.Logger, m.Data)
 			}
 		}
+		s.tellHearers(method, params)
 		return
 	}
 	if method == mcp.MethodProgress {
 		s.routeProgress(params)
 		return
 	}
-	s.routeSubscription(method, params)
+	if !s.routeSubscription(method, params) {
+		if s.opts.OnNotification != nil {
+			s.opts.OnNotification(method, params)
+		}
+		s.tellHearers(method, params)
+	}
 }
 
 // Era is the era negotiated with the server: Modern or Legacy.

@@ -399,3 +399,55 @@ func TestListenNeedsModern(t *testing.T) {
 		}
 	})
 }
+
+// A legacy server's list change names no subscription: it reaches
+// Options.OnNotification, which is where nothing else takes it.
+func TestALegacyListChangeReachesOnNotification(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := mcptest.NewServer(nil)
+		got := make(chan string, 4)
+		sess, err := mcptest.ConnectServerWith(t, s, &host.Options{Eras: mcp.LegacyOnly,
+			OnNotification: func(method string, _ json.RawMessage) { got <- method }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sess.ListTools(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s.RemoveTool("fails")
+		if m := <-got; m != mcp.MethodToolsListChanged {
+			t.Errorf("OnNotification got %s", m)
+		}
+	})
+}
+
+// Session.OnNotification adds a hearer of the notifications nothing else
+// takes, beside Options.OnNotification; after stop it hears no more.
+func TestOnNotificationHearsUntilStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := mcptest.NewServer(nil)
+		opt := make(chan string, 4)
+		sess, err := mcptest.ConnectServerWith(t, s, &host.Options{Eras: mcp.LegacyOnly,
+			OnNotification: func(method string, _ json.RawMessage) { opt <- method }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sess.ListTools(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		heard := make(chan string, 4)
+		stop := sess.OnNotification(func(method string, _ json.RawMessage) { heard <- method })
+		s.RemoveTool("fails")
+		if m := <-heard; m != mcp.MethodToolsListChanged {
+			t.Errorf("the hearer got %s", m)
+		}
+		<-opt
+		stop()
+		s.RemoveTool("echo")
+		<-opt // Options.OnNotification still hears it
+		synctest.Wait()
+		if len(heard) != 0 {
+			t.Errorf("a stopped hearer heard %s", <-heard)
+		}
+	})
+}

@@ -11,7 +11,10 @@
 // (restarting a process, mirroring tool arguments in headers, reading a
 // failed probe as evidence of the server's era or not) it asks through the
 // interface's methods, never by knowing the transport's type; a stream
-// answers them as a stream does. This package does not speak HTTP.
+// answers them as a stream does. This package does not speak HTTP: over
+// HTTP, the transport finds a 2024-11-05 HTTP+SSE server on its own, when
+// initialize fails, and the Session sees a legacy server (Peer.Reinitialize
+// starts a new session when the transport loses one).
 //
 // # Negotiation
 //
@@ -44,7 +47,10 @@
 // for anything else; lists follow nextCursor. Options.OnInput answers
 // what a server asks in both eras (legacy server requests, and
 // input_required results, answered and retried with the server's
-// requestState); OnLog receives log messages. Tools whose x-mcp-header
+// requestState); OnLog receives log messages, and OnNotification the
+// notifications nothing else takes (a legacy server's list changes and
+// resource updates, which over HTTP come on the session's GET stream).
+// Tools whose x-mcp-header
 // annotations are invalid are dropped from ListTools on every transport
 // (their calls could not be mirrored if the server were reached over
 // HTTP), and the transport learns the others (Transport.LearnTools).

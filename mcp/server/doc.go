@@ -24,7 +24,31 @@
 // state lives per connection. Over Streamable HTTP (mcp/streamable) the
 // transport has decided the era and parsed the params already
 // (mcp.Routed), and ExchangeHandler serves each request statelessly, a
-// legacy one as if initialize had happened at its header's version.
+// legacy one as if initialize had happened at its header's version. With
+// legacy sessions on (streamable.SessionOptions) a session is one
+// long-lived connection whose handler SessionHandler gives: it keeps its
+// state as a stdio connection does, and serves each request at the
+// version its note names (its header's), or else at the negotiated one.
+//
+// # Legacy connections
+//
+// An initialized legacy connection (stdio, or a Streamable HTTP session)
+// is told of tool, prompt and resource list changes, as the listChanged
+// capabilities promise, and of updates to the resources it subscribed to
+// (resources/subscribe, at most Options.MaxResourceSubscriptions, 1024 by
+// default, at once); its logging/setLevel holds for its life. Such
+// notifications belong to no request (rpc.Outbound.Related is empty:
+// over HTTP they go on the session's GET stream), while a request's
+// progress, log lines and the server's requests made for it belong to
+// that request. An idle connection costs an entry in a table and no
+// goroutine: a change is told from where it happens, by one short-lived
+// goroutine per connection with something to tell (what changes meanwhile
+// is told once, after), so a change never waits for a connection; a
+// notification a connection does not take within 10 s is dropped; and a
+// connection's entry goes when it ends, through a hook on
+// rpc.Conn.Context. LegacyStats counts the connections, their
+// subscriptions, what they were told, what was dropped (logged once per
+// burst) and the subscriptions refused.
 //
 // # Tools
 //
@@ -84,10 +108,10 @@
 // digest of its arguments, valid for an hour (Options.StateKey, random per
 // Server by default). The retry runs the handler again from the start;
 // State then returns the verified state, and altered, foreign or expired
-// state is -32602. logging/setLevel and resources/subscribe are accepted
-// from legacy HTTP clients but cannot outlast their POST (there is no
-// session): the default threshold applies and no update notification can
-// be sent.
+// state is -32602. Without sessions, logging/setLevel and
+// resources/subscribe are accepted from legacy HTTP clients but cannot
+// outlast their POST: the default threshold applies and no update
+// notification can be sent. In a session they last as long as it does.
 //
 // # Tasks
 //
@@ -127,8 +151,9 @@
 // running task handlers and, with a Bus, the two that link it to the bus:
 // a connection ends when its input does (rpc.Conn.EndInput, end of
 // stdin), after which listen streams finish with their final result and
-// other handlers get the connection's end-of-stream grace, and a legacy
-// connection's list-change watcher stops with it. Closing the connection
+// other handlers get the connection's end-of-stream grace, a legacy
+// connection hears of no more list changes, and its entry (subscriptions
+// included) goes once it has shut down. Closing the connection
 // cancels every handler at once. Shutdown stops the bus link and the task
 // handlers (their tasks end failed, or completed if a handler returns a
 // result) and waits for them until its context is done; ended tasks stay
@@ -136,5 +161,6 @@
 //
 // This package does not speak HTTP: mcp/streamable serves a Server over
 // Streamable HTTP through the methods of streamable.Backend
-// (ExchangeHandler, ExchangeOptions, Eras, HeaderParams).
+// (ExchangeHandler, ExchangeOptions, Eras, HeaderParams) and, for legacy
+// sessions, streamable.SessionBackend (SessionHandler).
 package server

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
@@ -139,12 +138,6 @@ func (s *Server) ResourceUpdated(uri string) {
 // resourceUpdated tells this server's subscribers.
 func (s *Server) resourceUpdated(uri string) {
 	s.mu.Lock()
-	var subs []*rpc.Conn
-	for c, uris := range s.resourceSubs {
-		if uris[uri] {
-			subs = append(subs, c)
-		}
-	}
 	for ch := range s.updates { // 2026-07-28 listen streams
 		select {
 		case ch <- uri:
@@ -152,15 +145,10 @@ func (s *Server) resourceUpdated(uri string) {
 		}
 	}
 	s.mu.Unlock()
-	for _, c := range subs {
-		// Each on its own, bounded: a client that does not read must not
-		// hold up the others, or the caller.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			c.Notify(ctx, "notifications/resources/updated", map[string]any{"uri": uri})
-		}()
-	}
+	// Legacy subscribers (resources/subscribe): each told on its own,
+	// bounded, so that a client that does not read holds up neither the
+	// others nor the caller.
+	s.legacy.updated(uri)
 }
 
 func (s *Server) listResources() []mcp.Resource {
@@ -231,34 +219,16 @@ func (ss *session) readResource(ctx context.Context, p *mcp.RequestParams, versi
 	return map[string]any{"contents": contents}, nil
 }
 
-// subscribe records a legacy subscription on this connection.
+// subscribe records (or, with on false, removes) a legacy subscription
+// on this connection; it lasts until the connection ends.
 func (ss *session) subscribe(conn *rpc.Conn, p *mcp.RequestParams, on bool) (any, error) {
 	uri, ok := jsonrpc.StringValue(p.URI)
 	if !ok || uri == "" {
 		return nil, mcp.InvalidParams("invalid params: a uri is required")
 	}
-	s := ss.srv
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.resourceSubs == nil {
-		s.resourceSubs = map[*rpc.Conn]map[string]bool{}
+	if err := ss.srv.legacy.subscribe(conn, uri, on); err != nil {
+		return nil, err
 	}
-	uris, known := s.resourceSubs[conn]
-	if !on {
-		delete(uris, uri) // the connection's entry stays until it ends
-		return struct{}{}, nil
-	}
-	if !known {
-		uris = map[string]bool{}
-		s.resourceSubs[conn] = uris
-		go func() { // one watcher per connection: forget it when it ends
-			<-conn.Done()
-			s.mu.Lock()
-			delete(s.resourceSubs, conn)
-			s.mu.Unlock()
-		}()
-	}
-	uris[uri] = true
 	return struct{}{}, nil
 }
 

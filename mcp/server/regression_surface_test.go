@@ -205,14 +205,12 @@ func TestRegressionSurfaceSubscribeLeaks(t *testing.T) {
 		grown := runtime.NumGoroutine() - before
 		w.Finish()
 		synctest.Wait()
-		s.mu.Lock()
-		keys := len(s.resourceSubs)
-		s.mu.Unlock()
+		st := s.LegacyStats()
 		if grown >= 100 {
 			t.Errorf("200 subscribe/unsubscribe pairs left %d goroutines running", grown)
 		}
-		if keys > 1 {
-			t.Errorf("after the connection ended, resourceSubs still holds %d URIs", keys)
+		if st.Connections != 0 || st.Subscriptions != 0 {
+			t.Errorf("after the connection ended, the server still holds %d connections and %d subscriptions", st.Connections, st.Subscriptions)
 		}
 	})
 }

@@ -66,7 +66,17 @@ type Options struct {
 	// store, the TTL, the poll interval, and how many may run at once.
 	// Nil means TaskOptions' defaults.
 	Tasks *TaskOptions
+	// MaxResourceSubscriptions bounds the URIs one legacy connection (a
+	// stdio connection, a Streamable HTTP session) may be subscribed to at
+	// once with resources/subscribe: one more is refused with -32000 and
+	// data.reason "too_many_subscriptions" (LegacyStats.
+	// SubscriptionsRefused). Default 1024.
+	MaxResourceSubscriptions int
 }
+
+// DefaultMaxResourceSubscriptions is Options.MaxResourceSubscriptions'
+// default.
+const DefaultMaxResourceSubscriptions = 1024
 
 // ToolHandler serves one tool. A returned *jsonrpc.Error becomes a protocol
 // error; any other error becomes a result with IsError set, which the model
@@ -98,16 +108,19 @@ type Server struct {
 	// and the server's identity in _meta, encoded once.
 	modernSuffix []byte
 
-	resources    registry[*registeredResource]
-	templates    []*registeredTemplate
-	resourceSubs map[*rpc.Conn]map[string]bool // legacy resources/subscribe
-	prompts      registry[*registeredPrompt]
-	completion   CompletionHandler
-	randomKey    []byte                   // StateKey's default
-	changes      map[string]chan struct{} // prompts, resources: closed at a change
-	updates      map[chan string]struct{} // listen streams' resource updates
-	tasks        *taskRuntime
-	fan          *fanout // nil without Options.Bus
+	resources  registry[*registeredResource]
+	templates  []*registeredTemplate
+	prompts    registry[*registeredPrompt]
+	completion CompletionHandler
+	randomKey  []byte                   // StateKey's default
+	changes    map[string]chan struct{} // prompts, resources: closed at a change
+	updates    map[chan string]struct{} // listen streams' resource updates
+	tasks      *taskRuntime
+	fan        *fanout // nil without Options.Bus
+
+	// The long-lived legacy connections (stdio, Streamable HTTP
+	// sessions) told of list changes and resource updates; see legacy.go.
+	legacy legacyTable
 }
 
 // New returns a server that introduces itself as info.
@@ -125,6 +138,7 @@ func New(info mcp.Implementation, opts *Options) *Server {
 	meta, _ := json.Marshal(map[string]any{mcp.MetaServerInfo: s.info})
 	s.modernSuffix = append([]byte(`"resultType":"complete","_meta":`), meta...)
 	s.exchange = session{srv: s, stateless: true}
+	s.legacy.init(s)
 	s.tasks = newTaskRuntime(s, s.opts.Tasks)
 	if s.opts.Bus != nil {
 		s.startFanout(s.opts.Bus)
@@ -191,8 +205,10 @@ func (s *Server) notifyLocked(kind string) {
 	s.fan.share(kind, "")
 }
 
-// wakeLocked tells this server's streams that a list changed.
+// wakeLocked tells this server's streams, and its initialized legacy
+// connections, that a list changed.
 func (s *Server) wakeLocked(kind string) {
+	s.legacy.listChanged(kind)
 	if kind == kindTools {
 		close(s.changed)
 		s.changed = make(chan struct{})
@@ -319,6 +335,26 @@ func (s *Server) RequiredScopes(method, name string) []string {
 // Handler returns a handler for one connection.
 func (s *Server) Handler() rpc.Handler { return &session{srv: s} }
 
+// SessionHandler returns the handler of one legacy Streamable HTTP
+// session's connection (streamable.SessionBackend): a long-lived
+// connection fed by the session's POSTs, served as a stdio connection is.
+// Its initialize keeps the negotiated version and the client's
+// capabilities, notifications/initialized advances it, logging/setLevel
+// and resources/subscribe last as long as the session, the session is
+// told of tool, prompt and resource list changes, and 2025-11-25 task
+// status notifications and input requests go to it. Each request is
+// served at the version its route's note names (mcp.Routed: the
+// request's MCP-Protocol-Version header), as ExchangeHandler serves it;
+// a note without a version, or no note, means the version initialize
+// negotiated. An idle session costs no goroutine.
+//
+// The session's restorable state is what these messages built, in order:
+// initialize, notifications/initialized, the last logging/setLevel, and
+// each resources/subscribe not since undone by resources/unsubscribe.
+// Replayed into a new session connection (their answers dropped), they
+// restore it; nothing else a session does changes that state.
+func (s *Server) SessionHandler() rpc.Handler { return &session{srv: s} }
+
 // ServeStdio serves one connection on the process's stdin and stdout (with
 // the stdout guard unless cfg says otherwise).
 func (s *Server) ServeStdio(cfg *stdio.Config, base *rpc.Options) (*rpc.Conn, error) {
@@ -428,7 +464,6 @@ type session struct {
 	mu            sync.Mutex
 	initialized   bool
 	legacyVersion string
-	watching      bool
 	logLevel      string          // legacy logging/setLevel; "info" until set
 	clientCaps    json.RawMessage // legacy: what initialize declared
 	scope         string          // where its anonymous tasks are listed (listScope)
@@ -1077,20 +1112,15 @@ func (ss *session) initialize(ctx context.Context, req *rpc.Request) (any, error
 		return nil, err
 	}
 	version := mcp.LegacyVersionFor(p.ProtocolVersion)
-	startWatch := false
 	if !ss.stateless {
-		// Over HTTP nothing outlasts the request: every later request
-		// names its version in its header, and there is no stream to
-		// watch the lists on.
+		// Over stateless HTTP nothing outlasts the request: every later
+		// request names its version in its header, and there is no
+		// stream to tell of list changes on.
 		ss.mu.Lock()
 		ss.legacyVersion = version
 		ss.clientCaps = p.Capabilities
-		startWatch = !ss.watching
-		ss.watching = true
 		ss.mu.Unlock()
-	}
-	if startWatch {
-		go ss.watchLegacyChanges(req.Conn(), ss.srv.toolsChanged())
+		ss.srv.legacy.watch(req.Conn())
 	}
 	r := map[string]any{
 		"protocolVersion": version,
@@ -1101,28 +1131,6 @@ func (ss *session) initialize(ctx context.Context, req *rpc.Request) (any, error
 		r["instructions"] = ss.srv.opts.Instructions
 	}
 	return r, nil
-}
-
-// watchLegacyChanges tells a legacy client when the tool set changes, as
-// the listChanged capability promises, until input ends.
-func (ss *session) watchLegacyChanges(conn *rpc.Conn, changed <-chan struct{}) {
-	prompts, resources := ss.srv.changedCh(kindPrompts), ss.srv.changedCh(kindResources)
-	for {
-		method := ""
-		select {
-		case <-changed:
-			changed, method = ss.srv.toolsChanged(), mcp.MethodToolsListChanged
-		case <-prompts:
-			prompts, method = ss.srv.changedCh(kindPrompts), "notifications/prompts/list_changed"
-		case <-resources:
-			resources, method = ss.srv.changedCh(kindResources), "notifications/resources/list_changed"
-		case <-conn.InputDone():
-			return
-		}
-		if err := conn.Notify(context.Background(), method, nil); err != nil {
-			return
-		}
-	}
 }
 
 // listenTasks reads a listen request's notifications.taskIds and starts

@@ -273,17 +273,7 @@ func (rt *taskRuntime) onEvent(ev tasks.Event) {
 
 // ownerOf is the key a task is bound to: the verified identity of the
 // request, when there is one.
-func ownerOf(ctx context.Context) string {
-	id := auth.IdentityFrom(ctx)
-	if id == nil {
-		return ""
-	}
-	who := id.Subject
-	if who == "" {
-		who = "client:" + id.ClientID
-	}
-	return id.Issuer + "\x00" + who
-}
+func ownerOf(ctx context.Context) string { return auth.IdentityFrom(ctx).Owner() }
 
 // newTaskID returns an unguessable id: 128 random bits, base64url.
 func newTaskID() string {
