@@ -40,7 +40,31 @@ type ClientOptions struct {
 	Header http.Header
 	// MaxMessageBytes bounds one response or event. Default 16 MiB.
 	MaxMessageBytes int
+	// MaxPendingCalls bounds, for a 2024-11-05 HTTP+SSE server, the calls
+	// waiting at once for their answer on the server's event stream (its
+	// answers come there, not on the POSTs): one more fails at once with
+	// ErrTooManyCalls. Default 1024.
+	MaxPendingCalls int
+	// StreamReconnects bounds how many times in a row a legacy session's
+	// standalone GET stream is reopened without getting an event before
+	// the client gives up on it (until the session is next initialized);
+	// a connection that brought events resets the count (the server
+	// polls). The wait before each attempt is the server's retry field
+	// (1 s without one), doubled after each failed attempt up to 30 s.
+	// Default 5; negative means none: the first attempt that fails, or
+	// brings nothing, ends the stream.
+	StreamReconnects int
 }
+
+// Defaults of ClientOptions.
+const (
+	DefaultMaxPendingCalls  = 1024
+	DefaultStreamReconnects = 5
+)
+
+// ErrTooManyCalls fails a call to an HTTP+SSE server when
+// ClientOptions.MaxPendingCalls calls are already waiting for their answer.
+var ErrTooManyCalls = errors.New("mcp: too many calls waiting for an answer on the HTTP+SSE event stream")
 
 // An Authorizer gives a client's requests their credentials: a token it
 // holds, or one it obtains (the OAuth flows of the MCP authorization
@@ -108,6 +132,16 @@ func (e *HTTPStatusError) Unwrap() error {
 // modern error in the body) falls back to initialize. 401, 403, 5xx,
 // timeouts and network errors are errors, never legacy evidence (guarantee
 // E2 and the 2026-07-28 Streamable HTTP transport's backward compatibility).
+//
+// When that initialize POST fails too, with 400, 404 or 405 and no modern
+// JSON-RPC error in the body, the server may be a 2024-11-05 HTTP+SSE
+// server (the backwards-compatibility procedure of every later revision):
+// the URL is fetched with GET, and a 200 event stream whose first event is
+// "endpoint" (within the probe timeout) makes the session an HTTP+SSE one,
+// its messages POSTed to that endpoint and every answer read from the
+// stream. The endpoint must have the URL's scheme and host, so that the
+// credentials never leave the origin. Anything else fails the connect
+// with the initialize error.
 func Connect(ctx context.Context, url string, opts *host.Options, hopts *ClientOptions) (*host.Session, error) {
 	var o host.Options
 	if opts != nil {
@@ -121,10 +155,23 @@ func Connect(ctx context.Context, url string, opts *host.Options, hopts *ClientO
 
 // newHTTPTransport is the transport of a session with the server at url.
 func newHTTPTransport(url string, p host.Peer, hopts *ClientOptions) *httpTransport {
-	t := &httpTransport{url: url, onNotify: p.Notification, onRequest: p.Input, reinitialize: p.Reinitialize}
+	t := &httpTransport{url: url, onNotify: p.Notification, onRequest: p.Input, reinitialize: p.Reinitialize,
+		probeTimeout: p.ProbeTimeout, renew: make(chan struct{}, 1)}
 	t.base, t.stop = context.WithCancel(context.Background())
 	if hopts != nil {
 		t.opts = *hopts
+	}
+	if t.probeTimeout <= 0 {
+		t.probeTimeout = host.DefaultProbeTimeout
+	}
+	if t.opts.MaxPendingCalls <= 0 {
+		t.opts.MaxPendingCalls = DefaultMaxPendingCalls
+	}
+	switch {
+	case t.opts.StreamReconnects == 0:
+		t.opts.StreamReconnects = DefaultStreamReconnects
+	case t.opts.StreamReconnects < 0:
+		t.opts.StreamReconnects = 0
 	}
 	if t.opts.Client == nil {
 		t.opts.Client = &http.Client{
@@ -153,21 +200,27 @@ func newHTTPTransport(url string, p host.Peer, hopts *ClientOptions) *httpTransp
 // httpTransport sends each message as a POST (2026-07-28 transports,
 // Sending): a request's answer is a JSON object or an event stream whose
 // notifications are passed to onNotify; cancelling a call closes its
-// stream, which is the cancellation.
+// stream, which is the cancellation. With a 2024-11-05 HTTP+SSE server
+// (sse) it POSTs to the endpoint the server named instead, and reads every
+// answer from the server's one event stream (link; httpclient_sse.go).
 type httpTransport struct {
-	url            string
-	opts           ClientOptions
-	onNotify       func(method string, params json.RawMessage)
-	onRequest      func(ctx context.Context, method string, params json.RawMessage) (any, error)
-	reinitialize   func(ctx context.Context) error // a new legacy session, after a 404
-	nextID         atomic.Int64
-	base           context.Context // every request's; cancelled by close
-	stop           context.CancelFunc
-	bg             sync.WaitGroup // cancellations and replies sent in the background
-	late           sync.Map       // responses that arrived on another stream, by id
-	inflight       sync.Map       // ids of calls waiting for their response
-	failCall       sync.Map       // id -> context.CancelCauseFunc ending that call with an error
-	standaloneOnce sync.Once
+	url          string
+	opts         ClientOptions
+	onNotify     func(method string, params json.RawMessage)
+	onRequest    func(ctx context.Context, method string, params json.RawMessage) (any, error)
+	reinitialize func(ctx context.Context) error // a new legacy session, after a 404 or a lost HTTP+SSE stream
+	probeTimeout time.Duration                   // bounds the wait for an HTTP+SSE server's endpoint event
+	nextID       atomic.Int64
+	base         context.Context // every request's; cancelled by close
+	stop         context.CancelFunc
+	bg           sync.WaitGroup // cancellations, replies and GET streams, in the background
+	late         sync.Map       // responses that arrived on another stream, by id
+	inflight     sync.Map       // ids of calls waiting for their response
+	failCall     sync.Map       // id -> context.CancelCauseFunc ending that call with an error
+	// renew is held (a one-slot semaphore that a context can give up
+	// waiting for) while a new session replaces one the server lost, so
+	// that calls that all meet the loss start one session, not one each.
+	renew chan struct{}
 
 	mu          sync.Mutex
 	closed      bool
@@ -175,6 +228,11 @@ type httpTransport struct {
 	version     string                       // the legacy version, for MCP-Protocol-Version
 	sessionID   string                       // a legacy server's Mcp-Session-Id
 	toolHeaders map[string]map[string]string // tool -> argument -> Mcp-Param- name, from tools/list
+	wantGet     bool                         // a legacy session that keeps a standalone GET stream open
+	getGone     bool                         // the server answered the GET with 405: never again
+	getStop     context.CancelFunc           // ends the running standalone stream's loop
+	sse         bool                         // the server speaks 2024-11-05 HTTP+SSE
+	link        *sseLink                     // its current event stream
 }
 
 // ErrSessionClosed is returned for calls on a closed HTTP session.
@@ -188,68 +246,241 @@ func (t *httpTransport) Negotiated(era mcp.Era, version string) {
 
 // Connected opens a legacy server's standalone GET stream, after the
 // handshake and before any call (so that the server sees it as the
-// standalone one), when the client serves server requests: a legacy
-// server may send its own requests (elicitation, sampling) there rather
-// than on a call's stream. ctx bounds the wait for the stream's headers.
+// standalone one), when the session has anywhere to send what comes on
+// it: a legacy server sends list changes, resource updates, log messages
+// and its own requests (elicitation, sampling) there rather than on a
+// call's stream. ctx, and at most standaloneWait, bound the wait for the
+// stream's headers; the stream goes on opening in the background after
+// that. An HTTP+SSE session has its one stream already.
 func (t *httpTransport) Connected(ctx context.Context) {
 	t.mu.Lock()
-	legacy := t.era == mcp.Legacy
+	want := t.era == mcp.Legacy && !t.sse && (t.onNotify != nil || t.onRequest != nil)
+	t.wantGet = want
 	t.mu.Unlock()
-	if legacy && t.onRequest != nil {
-		t.standaloneOnce.Do(func() { t.standaloneStream(ctx) })
+	if !want {
+		return
+	}
+	opened := t.restartStandalone()
+	wait := time.NewTimer(standaloneWait)
+	defer wait.Stop()
+	select {
+	case <-opened:
+	case <-ctx.Done():
+	case <-wait.C:
 	}
 }
 
-// standaloneStream opens a legacy server's GET stream (before any call, so
-// that the server sees it as the standalone one) and reads it in the
-// background until the session closes; a server that has none (405, 404,
-// 400) is fine.
-func (t *httpTransport) standaloneStream(ctx context.Context) {
-	rctx, cancel := context.WithCancel(t.base)
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, t.url, nil)
-	if err != nil {
+// standaloneWait bounds how long Connected waits for the standalone
+// stream's headers: a server that holds them back until its first event
+// must not hold the connect.
+const standaloneWait = time.Second
+
+// Bounds of the standalone stream's reconnection delay: the server's retry
+// field (or defaultRetry) doubles after each failed attempt up to
+// maxReconnectDelay, and is never below minReconnectDelay, so that a
+// server asking for retry: 0 cannot make the client spin.
+const (
+	defaultRetry      = time.Second
+	minReconnectDelay = 50 * time.Millisecond
+	maxReconnectDelay = 30 * time.Second
+)
+
+// restartStandalone ends the running standalone stream, if any, and opens
+// one for the current session (after Connected, and after every new
+// session); opened is closed once the first attempt has its answer.
+func (t *httpTransport) restartStandalone() (opened <-chan struct{}) {
+	ch := make(chan struct{})
+	t.mu.Lock()
+	if t.getStop != nil {
+		t.getStop()
+		t.getStop = nil
+	}
+	if t.closed || !t.wantGet || t.getGone || t.sse {
+		t.mu.Unlock()
+		close(ch)
+		return ch
+	}
+	ctx, cancel := context.WithCancel(t.base)
+	t.getStop = cancel
+	sid := t.sessionID
+	t.mu.Unlock()
+	if !t.goBackground(func() {
+		defer cancel()
+		t.runStandalone(ctx, sid, ch)
+	}) {
 		cancel()
-		return
+		close(ch)
+	}
+	return ch
+}
+
+// runStandalone keeps a legacy session's standalone GET stream open
+// (2025-11-25 transports, Listening for Messages from the Server, and
+// Resumability) until ctx ends: after a drop it waits the server's retry
+// interval and reconnects with Last-Event-ID, so that the server can
+// replay what the drop lost. It stops for good on 405 (the server offers
+// no stream), starts a new session on 404 (the server forgot this one;
+// the new session opens its own stream), and gives up after
+// StreamReconnects attempts in a row that brought no event. opened is
+// closed after the first attempt.
+func (t *httpTransport) runStandalone(ctx context.Context, sid string, opened chan struct{}) {
+	signalled := false
+	signal := func() {
+		if !signalled {
+			signalled = true
+			close(opened)
+		}
+	}
+	defer signal()
+	lastID, retry, failures := "", defaultRetry, 0
+	for {
+		resp, err := t.getStream(ctx, sid, lastID)
+		signal()
+		if ctx.Err() != nil {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			return
+		}
+		var ae *authError
+		switch {
+		case errors.As(err, &ae):
+			return // no credentials: asking again would not find any
+		case err != nil:
+			failures++ // lost on the way: try again
+		case resp.StatusCode == http.StatusOK && isEventStream(resp):
+			before := lastID
+			got, err := t.readStandalone(resp.Body, &lastID, &retry)
+			resp.Body.Close()
+			if ctx.Err() != nil {
+				return
+			}
+			if (got || lastID != before) && (err == io.EOF || errors.Is(err, ErrHTTPTransport)) {
+				failures = 0 // a stream that delivered: reconnecting is polling
+			} else {
+				// Nothing came, or an event over the limit, which a
+				// replay would bring again.
+				failures++
+			}
+		case resp.StatusCode == http.StatusMethodNotAllowed:
+			// "The server MUST either return Content-Type: text/event-stream
+			// ... or else return HTTP 405": it has no stream to offer.
+			resp.Body.Close()
+			t.mu.Lock()
+			t.getGone = true
+			t.mu.Unlock()
+			return
+		case resp.StatusCode == http.StatusNotFound && sid != "":
+			// The session is gone; its successor opens its own stream.
+			resp.Body.Close()
+			t.renewSession(ctx, sid)
+			return
+		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+			resp.Body.Close()
+			failures++
+		case resp.StatusCode >= 400 && resp.StatusCode < 500 && lastID != "":
+			// The server cannot resume from that event (go-sdk answers 400
+			// when it has purged it): what was lost is lost, and a fresh
+			// stream carries what comes next.
+			resp.Body.Close()
+			lastID = ""
+			failures++
+		default:
+			// Refused, or not an event stream: this server keeps no
+			// standalone stream for us.
+			resp.Body.Close()
+			return
+		}
+		if failures > t.opts.StreamReconnects {
+			return
+		}
+		delay := retry
+		for i := 1; i < failures && delay < maxReconnectDelay; i++ {
+			delay *= 2
+		}
+		delay = min(max(delay, minReconnectDelay), maxReconnectDelay)
+		timer := time.NewTimer(delay)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		}
+	}
+}
+
+// getStream sends the standalone stream's GET, for session sid, resuming
+// after lastID when it is set.
+func (t *httpTransport) getStream(ctx context.Context, sid, lastID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
+	if err != nil {
+		return nil, err
 	}
 	t.setHeaders(req, "", nil)
 	req.Header.Del("Content-Type")
 	req.Header.Set("Accept", "text/event-stream")
-	type result struct {
-		resp *http.Response
-		err  error
+	if sid != "" {
+		// This stream's session, even if another has replaced it since:
+		// the server then answers 404, and the loop ends.
+		req.Header.Set(mcp.HeaderSessionID, sid)
 	}
-	got := make(chan result, 1)
-	go func() {
-		resp, err := t.do(req, nil)
-		got <- result{resp, err}
-	}()
-	var resp *http.Response
-	select {
-	case r := <-got:
-		resp, err = r.resp, r.err
-	case <-ctx.Done():
-		cancel() // no stream, then; the connect goes on
-		if r := <-got; r.resp != nil {
-			r.resp.Body.Close()
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	return t.do(req, nil)
+}
+
+// readStandalone reads one connection of the standalone stream until it
+// ends: notifications go to onNotify, the server's requests are answered
+// by POST, and a response (a resumed stream may replay one) goes to the
+// call that waits for it. got reports whether it carried a message; err
+// is why it ended (io.EOF: the server ended it).
+func (t *httpTransport) readStandalone(body io.Reader, lastID *string, retry *time.Duration) (bool, error) {
+	r := t.newEventReader(body, lastID, retry)
+	got := false
+	for {
+		name, data, err := r.next()
+		if err != nil {
+			return got, err
 		}
-		return
+		if name == eventMessage {
+			got = true
+			t.event(data, "")
+		}
 	}
-	if err != nil {
-		cancel()
-		return
+}
+
+func isEventStream(resp *http.Response) bool {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+// renewSession replaces legacy session sid, which the server no longer
+// knows (404), with a new one (2025-11-25 transports, Session Management:
+// the client "MUST start a new session by sending a new InitializeRequest
+// without a session ID attached"). Calls that meet the same loss at once
+// start one session between them: whoever comes second finds sid
+// replaced, and goes on with the new one.
+func (t *httpTransport) renewSession(ctx context.Context, sid string) error {
+	select {
+	case t.renew <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		cancel()
-		return
+	defer func() { <-t.renew }()
+	t.mu.Lock()
+	replaced := t.sessionID != sid || t.era != mcp.Legacy
+	if !replaced {
+		t.sessionID = ""
 	}
-	t.goBackground(func() {
-		defer cancel()
-		defer resp.Body.Close()
-		var lastID string
-		retry := time.Second
-		t.scanEvents(resp.Body, "", &lastID, &retry)
-	})
+	t.mu.Unlock()
+	if replaced {
+		return nil
+	}
+	if t.reinitialize == nil {
+		return errors.New("mcp: the server ended the session, and this transport cannot start another")
+	}
+	return t.reinitialize(ctx)
 }
 
 func (t *httpTransport) Restart(context.Context) error { return client.ErrNotRestartable }
@@ -283,21 +514,25 @@ func (t *httpTransport) Evidence(err error) host.Evidence {
 }
 
 // goBackground runs f unless the transport is closed; close waits for it.
-func (t *httpTransport) goBackground(f func()) {
+// It reports whether f runs.
+func (t *httpTransport) goBackground(f func()) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return
+		return false
 	}
 	t.bg.Add(1)
 	go func() {
 		defer t.bg.Done()
 		f()
 	}()
+	return true
 }
 
-// Close ends every call and stream in flight, ends a legacy session with
-// DELETE, and closes the pool's idle connections.
+// Close ends every call and stream in flight (the standalone GET stream,
+// an HTTP+SSE server's event stream), ends a legacy session with DELETE
+// (an HTTP+SSE session ends with its stream), and closes the pool's idle
+// connections.
 func (t *httpTransport) Close() process.ShutdownResult {
 	t.mu.Lock()
 	if t.closed {
@@ -457,6 +692,9 @@ func (t *httpTransport) Notify(ctx context.Context, method string, params any) e
 	if err != nil {
 		return err
 	}
+	if t.isSSE() {
+		return t.notifySSE(ctx, method, msg)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(msg))
 	if err != nil {
 		return err
@@ -471,6 +709,15 @@ func (t *httpTransport) Notify(ctx context.Context, method string, params any) e
 		return t.statusError(resp)
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if method == mcp.MethodInitialized {
+		// A new session (after a 404) has its own standalone stream.
+		t.mu.Lock()
+		want := t.wantGet
+		t.mu.Unlock()
+		if want {
+			t.restartStandalone()
+		}
+	}
 	return nil
 }
 
@@ -487,6 +734,7 @@ func (t *httpTransport) Call(ctx context.Context, method string, params any, onI
 	stop := context.AfterFunc(t.base, func() { cancel(ErrSessionClosed) })
 	defer stop()
 
+	sid := t.legacySession()
 	res, err := t.once(ctx, method, params, onID)
 	var hse *HTTPStatusError
 	var refused *AnswerRefusedError
@@ -494,16 +742,26 @@ func (t *httpTransport) Call(ctx context.Context, method string, params any, onI
 		// The call ran on the server: it is not sent again.
 		return nil, err
 	}
-	if err != nil && errors.As(err, &hse) && hse.StatusCode == http.StatusNotFound && method != mcp.MethodInitialize && t.dropSession() {
-		// "The server MAY terminate the session at any time, after which
-		// it MUST respond to requests containing that session ID with HTTP
-		// 404 Not Found. When a client receives HTTP 404 in response to a
-		// request containing an Mcp-Session-Id, it MUST start a new
-		// session" (2025-11-25 transports, Session Management).
-		if rerr := t.reinitialize(ctx); rerr != nil {
-			return nil, fmt.Errorf("%w (starting a new session: %v)", err, rerr)
+	if err != nil && errors.As(err, &hse) && hse.StatusCode == http.StatusNotFound && method != mcp.MethodInitialize {
+		switch {
+		case t.isSSE():
+			// An HTTP+SSE server that no longer knows the session (go-sdk
+			// answers 404 once its stream has ended) did not take the
+			// message: the link is closed, and the call is sent again on
+			// a new one, in a new session.
+			res, err = t.once(ctx, method, params, onID)
+		case sid != "":
+			// "The server MAY terminate the session at any time, after
+			// which it MUST respond to requests containing that session ID
+			// with HTTP 404 Not Found. When a client receives HTTP 404 in
+			// response to a request containing an Mcp-Session-Id, it MUST
+			// start a new session" (2025-11-25 transports, Session
+			// Management).
+			if rerr := t.renewSession(ctx, sid); rerr != nil {
+				return nil, fmt.Errorf("%w (starting a new session: %v)", err, rerr)
+			}
+			res, err = t.once(ctx, method, params, onID)
 		}
-		res, err = t.once(ctx, method, params, onID)
 	}
 	// "A broken stream loses the request; client MUST re-issue with a new
 	// id": done for calls marked safe to send twice.
@@ -516,19 +774,20 @@ func (t *httpTransport) Call(ctx context.Context, method string, params any, onI
 	return res, err
 }
 
-// dropSession forgets a legacy session id the server no longer knows; it
-// reports whether there was one.
-func (t *httpTransport) dropSession() bool {
+// legacySession is the legacy session id requests carry now, if any.
+func (t *httpTransport) legacySession() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.sessionID == "" || t.era != mcp.Legacy {
-		return false
+	if t.era != mcp.Legacy {
+		return ""
 	}
-	t.sessionID = ""
-	return true
+	return t.sessionID
 }
 
 func (t *httpTransport) once(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
+	if t.isSSE() {
+		return t.onceSSE(ctx, method, params, onID)
+	}
 	id := jsonrpc.Int64ID(t.nextID.Add(1))
 	msg, raw, err := t.encode(id, method, params)
 	if err != nil {
@@ -555,6 +814,9 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 	t.setHeaders(req, method, raw)
 	resp, err := t.do(req, msg)
 	if err != nil {
+		if res, ok, err := t.answeredElsewhere(ctx, id); ok {
+			return res, err
+		}
 		if ctx.Err() != nil {
 			t.cancelled(id)
 			return nil, context.Cause(ctx)
@@ -563,7 +825,12 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, t.statusError(resp)
+		err := t.statusError(resp)
+		if method == mcp.MethodInitialize && t.mayFallBack(err) {
+			// Perhaps a 2024-11-05 HTTP+SSE server (httpclient_sse.go).
+			return t.fallBack(ctx, err, id, msg)
+		}
+		return nil, err
 	}
 	if method == mcp.MethodInitialize {
 		if sid := resp.Header.Get(mcp.HeaderSessionID); sid != "" {
@@ -583,11 +850,35 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 			res, err = t.response(body, id)
 		}
 	}
+	if err != nil {
+		if res, ok, err := t.answeredElsewhere(ctx, id); ok {
+			return res, err
+		}
+	}
 	if err != nil && ctx.Err() != nil {
 		t.cancelled(id)
 		return nil, context.Cause(ctx)
 	}
 	return res, err
+}
+
+// errAnsweredElsewhere ends a call's own request once its response has
+// come on another stream (the standalone GET stream, say): the call need
+// not wait for its own stream to end.
+var errAnsweredElsewhere = errors.New("mcp: answered on another stream")
+
+// answeredElsewhere returns the response to id that came on another
+// stream, when that is what ended the call's request.
+func (t *httpTransport) answeredElsewhere(ctx context.Context, id jsonrpc.ID) (json.RawMessage, bool, error) {
+	if !errors.Is(context.Cause(ctx), errAnsweredElsewhere) {
+		return nil, false, nil
+	}
+	data, ok := t.late.LoadAndDelete(string(id))
+	if !ok {
+		return nil, false, nil
+	}
+	res, err := t.response(data.([]byte), id)
+	return res, true, err
 }
 
 // cancelled tells a legacy server that a call was abandoned: for it,
@@ -722,28 +1013,75 @@ func (t *httpTransport) resume(ctx context.Context, lastID string) (*http.Respon
 }
 
 // scanEvents reads one stream body; done reports the response to id.
+// Only message events are messages: an event of another type (a 2024-11-05
+// endpoint event, say) is not one, as EventSource clients have it.
 func (t *httpTransport) scanEvents(body io.Reader, id jsonrpc.ID, lastID *string, retry *time.Duration) (json.RawMessage, bool, error) {
+	r := t.newEventReader(body, lastID, retry)
+	for {
+		name, data, err := r.next()
+		if err == io.EOF {
+			return nil, false, nil // the stream ended without the response
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if name != eventMessage {
+			continue
+		}
+		if res, done, err := t.event(data, id); done {
+			return res, true, err
+		}
+	}
+}
+
+// Event types that mean something to MCP: messages, and the 2024-11-05
+// HTTP+SSE server's endpoint.
+const (
+	eventMessage  = "message"
+	eventEndpoint = "endpoint"
+)
+
+// eventReader reads an event stream (WHATWG server-sent events) one event
+// at a time. Lines end with LF, CR or CRLF; comment lines (keep-alives)
+// and unknown fields are ignored; an event with no data is not
+// dispatched, and one cut off by the end of the stream is dropped. The id
+// and retry fields are kept in *lastID and *retry as they come.
+type eventReader struct {
+	sc     *bufio.Scanner
+	limit  int
+	first  bool
+	data   []byte
+	name   []byte
+	lastID *string
+	retry  *time.Duration
+}
+
+func (t *httpTransport) newEventReader(body io.Reader, lastID *string, retry *time.Duration) eventReader {
 	sc := bufio.NewScanner(body)
 	// A small first buffer: most events are small, and the scanner grows
 	// it (up to the limit) for the ones that are not.
 	sc.Buffer(make([]byte, 0, 4<<10), t.opts.MaxMessageBytes+64)
 	sc.Split(splitEventLines)
-	var data []byte
-	hasData, first := false, true
-	for sc.Scan() {
-		line := sc.Bytes()
-		if first {
+	return eventReader{sc: sc, limit: t.opts.MaxMessageBytes, first: true, lastID: lastID, retry: retry}
+}
+
+// next returns the next event: its type (message when it names none) and
+// its data, which is valid until the next call. The end of the stream is
+// io.EOF; a broken stream is an ErrHTTPTransport error.
+func (r *eventReader) next() (string, []byte, error) {
+	r.data, r.name = r.data[:0], r.name[:0]
+	hasData := false
+	for r.sc.Scan() {
+		line := r.sc.Bytes()
+		if r.first {
 			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
-			first = false
+			r.first = false
 		}
 		if len(line) == 0 { // dispatch
-			if hasData && len(data) > 0 {
-				res, done, err := t.event(data, id)
-				if done {
-					return res, true, err
-				}
+			if hasData && len(r.data) > 0 {
+				return eventType(r.name), r.data, nil
 			}
-			data, hasData = data[:0], false
+			r.data, r.name, hasData = r.data[:0], r.name[:0], false
 			continue
 		}
 		if line[0] == ':' {
@@ -754,29 +1092,42 @@ func (t *httpTransport) scanEvents(body io.Reader, id jsonrpc.ID, lastID *string
 		switch string(field) {
 		case "data":
 			if hasData {
-				data = append(data, '\n')
+				r.data = append(r.data, '\n')
 			}
-			if len(data)+len(value) > t.opts.MaxMessageBytes {
-				return nil, false, fmt.Errorf("mcp: an event exceeds %d bytes", t.opts.MaxMessageBytes)
+			if len(r.data)+len(value) > r.limit {
+				return "", nil, fmt.Errorf("mcp: an event exceeds %d bytes", r.limit)
 			}
-			data, hasData = append(data, value...), true
+			r.data, hasData = append(r.data, value...), true
+		case "event":
+			r.name = append(r.name[:0], value...)
 		case "id":
 			if !bytes.ContainsRune(value, 0) {
-				*lastID = string(value)
+				*r.lastID = string(value)
 			}
 		case "retry":
 			if ms, err := strconv.Atoi(string(value)); err == nil && ms >= 0 {
-				*retry = time.Duration(ms) * time.Millisecond
+				*r.retry = time.Duration(ms) * time.Millisecond
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := r.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, false, fmt.Errorf("mcp: an event line exceeds %d bytes", t.opts.MaxMessageBytes)
+			return "", nil, fmt.Errorf("mcp: an event line exceeds %d bytes", r.limit)
 		}
-		return nil, false, fmt.Errorf("%w: reading the event stream: %v", ErrHTTPTransport, err)
+		return "", nil, fmt.Errorf("%w: reading the event stream: %v", ErrHTTPTransport, err)
 	}
-	return nil, false, nil // the stream ended without the response
+	return "", nil, io.EOF
+}
+
+// eventType names an event without allocating for the types MCP uses.
+func eventType(name []byte) string {
+	switch string(name) {
+	case "", eventMessage:
+		return eventMessage
+	case eventEndpoint:
+		return eventEndpoint
+	}
+	return string(name)
 }
 
 // splitEventLines splits at LF, CR or CRLF, as event streams may.
@@ -814,13 +1165,18 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 	case jsonrpc.KindRequest:
 		// A legacy server asking us something (sampling, elicitation,
 		// roots): answered on a POST of its own.
-		t.reply(id, jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
+		t.reply(id, jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)), t.url)
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		if string(msg.ID) != string(id) {
 			// A legacy server may answer a call on another stream (its
-			// standalone GET stream, say): kept for the call to find.
+			// standalone GET stream, a resumed one): kept for the call to
+			// find, and the call's own request ended, so that it finds it
+			// now rather than when its own stream ends.
 			if _, ok := t.inflight.Load(string(msg.ID)); ok {
 				t.late.Store(string(msg.ID), bytes.Clone(data))
+				if f, ok := t.failCall.Load(string(msg.ID)); ok {
+					f.(context.CancelCauseFunc)(errAnsweredElsewhere)
+				}
 			}
 			return nil, false, nil
 		}
@@ -854,8 +1210,9 @@ func (e *AnswerRefusedError) Unwrap() error { return e.Err }
 // through OnInput, or with -32601 without it. call is the id of the call
 // on whose stream the request came ("" for the standalone stream): when
 // the server refuses the answer, that call fails with an
-// *AnswerRefusedError.
-func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.RawMessage) {
+// *AnswerRefusedError. The answer is POSTed to to: the MCP endpoint, or an
+// HTTP+SSE server's message endpoint.
+func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.RawMessage, to string) {
 	t.goBackground(func() {
 		var body []byte
 		var res any
@@ -882,7 +1239,7 @@ func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.Ra
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, to, bytes.NewReader(body))
 		if err != nil {
 			return
 		}

@@ -58,16 +58,53 @@ type exchange struct {
 	quietSince atomic.Int64
 
 	mu       sync.Mutex
-	asks     *serverAsks // the server's own requests sent on this stream, made by the first
-	started  bool        // the event stream's headers are out
-	answered bool        // the response has been written
-	closed   bool        // ServeHTTP has returned, or is about to
-	timedOut bool        // a write failed at WriteTimeout
+	x        *exchangeExtra // what few exchanges need: made when needed
+	started  bool           // the event stream's headers are out
+	answered bool           // the response has been written
+	closed   bool           // ServeHTTP has returned, or is about to
+	timedOut bool           // a write failed at WriteTimeout
 	// canSSE: the client takes an event stream. Set once, before the
 	// exchange is shared (open); here, where it costs no room.
 	canSSE  bool
 	pw      pieceWriter
 	headers sync.WaitGroup // the helper that writes the stream's headers
+}
+
+// exchangeExtra is what few exchanges need, kept apart, since an open
+// listen stream keeps its exchange: the server's own requests sent on a
+// stateless stream, or what a session's connection is.
+type exchangeExtra struct {
+	serverAsks // made by the first server request on a stateless stream
+
+	// In a legacy session (Options.Sessions) the exchange is one
+	// connection of the session's streams, written to by the session's
+	// writer (deliver); the exchange's conn is nil.
+	sess *httpSession
+	st   *sseStream    // the stream it carries (a GET's: once attached)
+	end  chan struct{} // closed (finishLocked) when the connection is to end
+	// cancel stops a GET following a stream of another instance.
+	cancel       func()
+	ending       bool // end is closed (under mu)
+	get          bool // a GET: the standalone stream or a resumption
+	mint         bool // an initialize that opens a session
+	keepsSession bool // its unanswered request keeps the session busy past it
+	pushFailed   bool // the session ended before the request got in (under mu)
+}
+
+// session is the session whose connection ex is; nil without one.
+func (ex *exchange) session() *httpSession {
+	if ex.x == nil {
+		return nil
+	}
+	return ex.x.sess
+}
+
+// extra returns ex.x, made on first use.
+func (ex *exchange) extra() *exchangeExtra {
+	if ex.x == nil {
+		ex.x = &exchangeExtra{}
+	}
+	return ex.x
 }
 
 // ctl is the response's controller (deadlines, flushes). It is made where
@@ -129,8 +166,8 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, body []byte, 
 	written := ex.started || answered
 	ex.closed = true // nothing more reaches the ResponseWriter
 	var asked []string
-	if ex.asks != nil {
-		asked = ex.asks.ids
+	if ex.x != nil {
+		asked = ex.x.ids
 	}
 	ex.mu.Unlock()
 	if !written && r.Context().Err() == nil {
@@ -251,16 +288,17 @@ func (ex *exchange) serverRequestLocked(m *rpc.Outbound) error {
 			jsonrpc.NewError(jsonrpc.CodeInternalError, "the client accepts no event stream, so it cannot be asked anything", nil)))
 		return nil
 	}
-	if ex.asks == nil {
-		ex.asks = &serverAsks{caller: callerOf(ex.r)}
+	asks := &ex.extra().serverAsks
+	if asks.caller == "" {
+		asks.caller = callerOf(ex.r)
 	}
 	// Unguessable, and only its own client (the same credentials) may
 	// answer it.
 	var nonce [16]byte
 	rand.Read(nonce[:])
 	id := `"srv-` + hex.EncodeToString(nonce[:]) + `"`
-	ex.h.asked.Store(id, askedRequest{ex: ex, id: []byte(m.ID), caller: ex.asks.caller})
-	ex.asks.ids = append(ex.asks.ids, id)
+	ex.h.asked.Store(id, askedRequest{ex: ex, id: []byte(m.ID), caller: asks.caller})
+	asks.ids = append(asks.ids, id)
 	line := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	line = append(line, `,"method":`...)
 	line = jsonrpc.AppendString(line, m.Method)
@@ -315,6 +353,9 @@ func statusFor(code int64, modern bool) int {
 	return http.StatusOK
 }
 
+// startStreamLocked makes the response an event stream. In a session
+// (which primes the stream: an event id to resume from) it is called with
+// the session's wmu held.
 func (ex *exchange) startStreamLocked() {
 	if ex.started || ex.answered || ex.closed || !ex.canSSE {
 		return
@@ -339,6 +380,12 @@ func (ex *exchange) startStreamLocked() {
 	ex.headers.Add(1)
 	go ex.writeHeaders()
 	ex.headers.Wait()
+	if s := ex.session(); s != nil {
+		if !ex.x.get {
+			s.streams.Add(1) // a GET counts from its admission
+		}
+		s.primeLocked(ex)
+	}
 }
 
 // writeHeaders is startStreamLocked's helper goroutine.
@@ -458,9 +505,21 @@ func (ex *exchange) tick() {
 		// A sweep that waited on another stream's write may come late:
 		// this one may have been written to meanwhile.
 		quiet := time.Since(ex.h.epoch) - time.Duration(ex.quietSince.Load())
-		if ex.closed || ex.answered || !ex.canSSE || quiet < ex.h.opts.KeepAlive {
+		s := ex.session()
+		if ex.closed || ex.answered || !ex.canSSE || quiet < ex.h.opts.KeepAlive || (s != nil && ex.x.ending) {
 			ex.mu.Unlock()
 			return
+		}
+		if !ex.started && s != nil {
+			// A session's stream starts with its priming event, whose
+			// place among the session's events the writer's lock keeps;
+			// a writer at work means the stream is not quiet.
+			if !s.wmu.TryLock() {
+				ex.mu.Unlock()
+				return
+			}
+			ex.startStreamLocked()
+			s.wmu.Unlock()
 		}
 		ex.startStreamLocked()
 		ex.sendLocked(nil, keepAliveSSE)
@@ -519,7 +578,118 @@ func (h *Handler) sweepKeepAlives() {
 // client that does not read (Shutdown ran out of time). Called under h.mu.
 func (ex *exchange) abort() {
 	ex.unblock()
+	if ex.conn == nil {
+		// A session's connection: its handlers are the session's, which
+		// Shutdown closes; this connection ends.
+		go ex.closeStream()
+		return
+	}
 	go ex.conn.Close()
+}
+
+// ----- a session's connections -----
+
+// willStream reports whether a message sent now would go out as an event
+// (with an id to resume from), not as the JSON answer. Under the
+// session's wmu, which keeps it true until deliver.
+func (ex *exchange) willStream(final bool) bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return !ex.closed && !ex.x.ending && (ex.started || (!final && ex.canSSE))
+}
+
+// deliver writes one of a session's messages to this connection, as an
+// event with id eid ("" for none) or, for a response on a POST that has
+// not become an event stream, as the JSON answer (without the
+// Mcp-Session-Id header when dropSession: initialize failed). It reports
+// whether it was written. A response ends the connection. Called by the
+// session's writer (wmu held).
+func (ex *exchange) deliver(m *rpc.Outbound, eid string, dropSession bool) bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.closed || ex.x.ending || ex.r.Context().Err() != nil {
+		return false
+	}
+	n := int64(m.Len())
+	ex.h.limits.charge(n)
+	defer ex.h.limits.release(n)
+	final := m.Kind == jsonrpc.KindResult || m.Kind == jsonrpc.KindError
+	var err error
+	if final && !ex.started {
+		ex.answered = true
+		ex.done.Store(true)
+		status := http.StatusOK
+		if m.Kind == jsonrpc.KindError && m.Error != nil {
+			status = statusFor(m.Error.Code, false)
+		}
+		hdr := ex.w.Header()
+		if dropSession {
+			hdr.Del(mcp.HeaderSessionID)
+		}
+		hdr["Content-Type"] = jsonContentType
+		if n+1 > smallBody {
+			hdr["Content-Length"] = []string{strconv.FormatInt(n+1, 10)}
+		}
+		ex.w.WriteHeader(status)
+		err = ex.sendLocked(m, nil, newline)
+	} else {
+		if !ex.started {
+			if !ex.canSSE {
+				return false
+			}
+			ex.startStreamLocked()
+		}
+		if final {
+			ex.answered = true
+			ex.done.Store(true)
+		}
+		err = ex.sendLocked(m, eventHead(eid), eventSuffix)
+	}
+	if err != nil || final {
+		ex.finishLocked()
+	}
+	return err == nil
+}
+
+// finishLocked tells the connection's goroutine to end it.
+func (ex *exchange) finishLocked() {
+	if ex.x.ending {
+		return
+	}
+	ex.x.ending = true
+	if ex.x.end != nil {
+		close(ex.x.end)
+	}
+	if ex.x.cancel != nil {
+		ex.x.cancel()
+	}
+}
+
+// closeStream ends the connection from outside (a newer connection took
+// its stream over, the stream or its session ended), without waiting for
+// a write stalled on a client that does not read: that one fails now.
+func (ex *exchange) closeStream() {
+	if !ex.mu.TryLock() {
+		ex.unblock()
+		ex.mu.Lock()
+	}
+	ex.finishLocked()
+	ex.mu.Unlock()
+}
+
+// retryAndClose ends the connection but not its stream (Shutdown with a
+// SessionStore): the retry field first, so that the client resumes
+// elsewhere at once.
+func (ex *exchange) retryAndClose(retry []byte) {
+	if ex.mu.TryLock() {
+		if ex.started && !ex.closed && !ex.x.ending {
+			ex.sendLocked(nil, retry)
+		}
+		ex.finishLocked()
+		ex.mu.Unlock()
+		return
+	}
+	ex.closeStream()
 }
 
 // unblock makes a pending or future write to the client fail at once.

@@ -78,8 +78,8 @@ type Stats struct {
 	Conns int
 	// InFlight is the number of requests being served (MaxInFlight).
 	InFlight int
-	// Streams is the number of open subscriptions/listen streams
-	// (MaxStreams).
+	// Streams is the number of open subscriptions/listen streams and
+	// sessions' GET streams (MaxStreams).
 	Streams int
 	// BufferedBytes is the request bytes held by them (MaxBufferedBytes).
 	BufferedBytes int64
@@ -117,7 +117,8 @@ type Stats struct {
 	TooLarge int64
 	// Busy counts requests over MaxInFlight (503).
 	Busy int64
-	// StreamsRefused counts listen streams over MaxStreams (503).
+	// StreamsRefused counts listen streams and sessions' GET streams over
+	// MaxStreams (503).
 	StreamsRefused int64
 	// OverBudget counts requests whose body did not fit in
 	// MaxBufferedBytes (503).
@@ -125,6 +126,43 @@ type Stats struct {
 	// WriteTimeouts counts responses cut off because the client read
 	// nothing for WriteTimeout.
 	WriteTimeouts int64
+
+	// The legacy sessions (Options.Sessions); all zero without them.
+
+	// Sessions is the number of live sessions (MaxSessions).
+	Sessions int
+	// SessionsCreated counts sessions made by a successful initialize, and those
+	// restored here from the SessionStore.
+	SessionsCreated int64
+	// SessionsExpired counts sessions ended for idling past IdleTimeout
+	// (FirstIdleTimeout for one that sent nothing after initialize).
+	SessionsExpired int64
+	// SessionsEvicted counts idle sessions ended to make room for a new
+	// one under MaxSessions.
+	SessionsEvicted int64
+	// SessionsRefused counts initialize requests (and restorations)
+	// answered 503 because MaxSessions sessions were live and none was
+	// idle enough to evict.
+	SessionsRefused int64
+	// UnknownSessions counts requests naming a session that does not
+	// exist, has ended, or belongs to another identity (404).
+	UnknownSessions int64
+	// SessionStreamsRefused counts GET streams over MaxStreamsPerSession
+	// (503).
+	SessionStreamsRefused int64
+	// EventsReplayed counts events sent again to a client resuming a
+	// stream with Last-Event-ID.
+	EventsReplayed int64
+	// ReplayGaps counts resumptions refused (400) because Last-Event-ID
+	// named no event of the session, or one whose successors were gone.
+	ReplayGaps int64
+	// StoreErrors counts failed calls to the EventStore or the
+	// SessionStore; the message is still delivered live, the session
+	// still served here.
+	StoreErrors int64
+
+	// SSE counts the 2024-11-05 HTTP+SSE sessions (Options.SSE).
+	SSE SSEStats
 }
 
 // The kinds of refusal, each with its counter and its log.
@@ -144,6 +182,12 @@ const (
 	refInvalidToken
 	refInsufficientScope
 	refVerifier
+	refSessionsFull
+	refSessionEvicted
+	refUnknownSession
+	refSessionStreams
+	refReplayGap
+	refStoreError
 	numRefusals
 )
 
@@ -157,12 +201,18 @@ var refusalMessages = [numRefusals]string{
 	refUnauthorized:      "mcp http: request without a valid bearer token (401)",
 	refTooLarge:          "mcp http: request body too large (413)",
 	refBusy:              "mcp http: too many requests in flight (503, MaxInFlight)",
-	refStreams:           "mcp http: too many listen streams open (503, MaxStreams)",
+	refStreams:           "mcp http: too many streams open (503, MaxStreams)",
 	refOverBudget:        "mcp http: request bytes in flight over the budget (503, MaxBufferedBytes)",
 	refWriteTimeout:      "mcp http: response cut off: the client read nothing for WriteTimeout",
 	refInvalidToken:      "mcp http: bearer token refused by the verifier (401, Protect)",
 	refInsufficientScope: "mcp http: token without a scope the request needs (403, Protect)",
 	refVerifier:          "mcp http: the token verifier failed (503, Protect)",
+	refSessionsFull:      "mcp http: session refused: every session is in use (503, MaxSessions)",
+	refSessionEvicted:    "mcp http: ended the session idle longest to make room (MaxSessions)",
+	refUnknownSession:    "mcp http: request for an unknown, ended or foreign session (404)",
+	refSessionStreams:    "mcp http: too many streams open in one session (503, MaxStreamsPerSession)",
+	refReplayGap:         "mcp http: Last-Event-ID unknown or its events dropped (400)",
+	refStoreError:        "mcp http: the session or event store failed; serving on without it",
 }
 
 // httpLimits is the handler's limit state: counters, logs, the request
@@ -212,7 +262,7 @@ func (l *httpLimits) refused(kind int, attrs ...any) {
 func (h *Handler) Stats() Stats {
 	l := &h.limits
 	c := func(k int) int64 { return l.counts[k].Load() }
-	return Stats{
+	s := Stats{
 		Conns:             l.conns.open(),
 		InFlight:          int(l.inFlight.Load()),
 		Streams:           int(l.streams.Load()),
@@ -232,7 +282,24 @@ func (h *Handler) Stats() Stats {
 		InvalidTokens:     c(refInvalidToken),
 		InsufficientScope: c(refInsufficientScope),
 		VerifierFailures:  c(refVerifier),
+
+		SessionsEvicted:       c(refSessionEvicted),
+		SessionsRefused:       c(refSessionsFull),
+		UnknownSessions:       c(refUnknownSession),
+		SessionStreamsRefused: c(refSessionStreams),
+		ReplayGaps:            c(refReplayGap),
+		StoreErrors:           c(refStoreError),
 	}
+	if t := h.sess; t != nil {
+		t.mu.Lock()
+		s.Sessions = len(t.m)
+		t.mu.Unlock()
+		s.SessionsCreated = t.created.Load()
+		s.SessionsExpired = t.expired.Load()
+		s.EventsReplayed = t.replayed.Load()
+	}
+	s.SSE = h.SSEStats()
+	return s
 }
 
 // ----- the request budget -----

@@ -66,6 +66,11 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 		}
 	}
 	era, version := h.decideEra(hasBodyVersion, bodyVersion, hasHeader, headerVersion)
+	if era == mcp.Legacy && h.sess != nil && !h.sessionRoute(w, r, ex, hasHeader, &version) {
+		// A legacy message on an endpoint with sessions needs its
+		// session (httpsession.go); a modern one ignores Mcp-Session-Id.
+		return false
+	}
 	if era == mcp.Legacy && !slices.Contains(mcp.LegacyVersions, version) {
 		httpError(w, http.StatusBadRequest, id, mcp.CodeUnsupportedProtocolVersion, "Unsupported protocol version",
 			map[string]any{"supported": mcp.SupportedVersions(h.eras), "requested": version})
@@ -73,6 +78,13 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 	}
 	ex.note.Era, ex.note.Version = era, version
 
+	if ex.session() != nil && msg.Kind != jsonrpc.KindRequest {
+		// Into the session's connection: notifications/initialized
+		// advances it, notifications/cancelled cancels, an answer
+		// reaches the server's request.
+		h.sessionMessage(w, r, ex, body)
+		return false
+	}
 	switch msg.Kind {
 	case jsonrpc.KindNotification:
 		// Nothing a client may notify needs an answer over HTTP: there is

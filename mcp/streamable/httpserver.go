@@ -101,7 +101,8 @@ type Options struct {
 	// bounding anything. Default Conn.MaxConcurrentRequests, or 256.
 	MaxInFlight int
 	// MaxStreams bounds the subscriptions/listen streams open at once,
-	// across all clients; a stream leaves MaxInFlight when it opens, so
+	// across all clients, and the GET streams of legacy sessions
+	// (Sessions); a stream leaves MaxInFlight when it opens, so
 	// that long-lived streams cannot starve ordinary requests. Beyond it
 	// a listen request gets 503 with Retry-After: 1. Default
 	// Conn.MaxStreams, or 256.
@@ -150,6 +151,18 @@ type Options struct {
 	// 64 KiB.
 	MaxHeaderBytes int
 
+	// Sessions, when set, serves legacy clients in sessions
+	// (Mcp-Session-Id minted on initialize, the GET stream, DELETE,
+	// resumption with Last-Event-ID, idle expiry and MaxSessions; see
+	// SessionOptions and the package doc). Modern requests stay
+	// stateless. Nil: legacy clients are served statelessly, and GET and
+	// DELETE get 405. The backend must be a SessionBackend (NewHandler
+	// panics otherwise).
+	Sessions *SessionOptions
+	// SSE, when set, also serves the 2024-11-05 HTTP+SSE transport (see
+	// SSEOptions). The backend must be a SessionBackend.
+	SSE *SSEOptions
+
 	// Conn is the base of every exchange's connection options (Logger,
 	// ShutdownTimeout, ...).
 	Conn *rpc.Options
@@ -185,11 +198,12 @@ type Backend interface {
 // message is a POST; a request is answered with one JSON object, or with an
 // event stream when it asked for progress, when the handler sends
 // notifications, when it outlives KeepAlive, or when it is a
-// subscriptions/listen stream. GET and DELETE get 405: there is no
-// standalone stream and there are no sessions. Legacy (2025-03-26 ..
-// 2025-11-25) clients are served too, statelessly: initialize is answered,
-// no Mcp-Session-Id is minted, and every later request is served at the
-// version its MCP-Protocol-Version header names.
+// subscriptions/listen stream. Legacy (2025-03-26 .. 2025-11-25) clients
+// are served too: statelessly by default (initialize is answered, no
+// Mcp-Session-Id is minted, every later request is served at the version
+// its MCP-Protocol-Version header names, and GET and DELETE get 405), or
+// in sessions with Options.Sessions (Mcp-Session-Id, the GET stream,
+// resumption, DELETE: httpsession.go).
 //
 // A POST goes through three steps, a file each: the gate (this file:
 // path, host, origin, authorization, method, media types, the limits, the
@@ -228,6 +242,10 @@ type Handler struct {
 	// The server's own requests to legacy clients, by the id they were
 	// sent with: their answers arrive as POSTs of their own.
 	asked sync.Map // string id -> askedRequest
+
+	sse *sseServer // Options.SSE resolved (httpsse.go); nil when off
+
+	sess *sessionTable // Options.Sessions resolved (httpsession.go); nil when off
 }
 
 // callerOf identifies who sent a request, as far as HTTP can tell: a
@@ -328,6 +346,12 @@ func NewHandler(b Backend, opts *Options) *Handler {
 		o.Logger = h.log
 	}
 	h.conns = rpc.Prepare(&o)
+	if h.opts.Sessions != nil {
+		h.sess = newSessionTable(h, b, h.opts.Sessions)
+	}
+	if h.opts.SSE != nil {
+		h.sse = newSSE(h)
+	}
 	return h
 }
 
@@ -349,9 +373,14 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	servers, listeners := h.servers, h.listeners
 	h.servers, h.listeners = nil, nil
 	for ex := range h.exchanges {
-		ex.conn.EndInput() // listen streams finish, others get the grace
+		if ex.conn != nil {
+			ex.conn.EndInput() // listen streams finish, others get the grace
+		}
 	}
 	h.mu.Unlock()
+	if h.sess != nil {
+		h.sess.shutdownSessions()
+	}
 	for _, ln := range listeners {
 		ln.Close()
 	}
@@ -375,6 +404,9 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		h.running.Wait()
+		if h.sess != nil {
+			h.sess.waitSessions(ctx) // their handlers' grace
+		}
 		close(done)
 	}()
 	select {
@@ -387,6 +419,9 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		ex.abort()
 	}
 	h.mu.Unlock()
+	if h.sess != nil {
+		h.sess.abortSessions() // their handlers run on the POSTs' goroutines
+	}
 	<-done
 	return ctx.Err()
 }
@@ -401,6 +436,10 @@ func httpError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, msg
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.sse != nil && h.sse.owns(r.URL.Path) {
+		h.serveSSE(w, r) // the 2024-11-05 HTTP+SSE transport (httpsse.go)
+		return
+	}
 	// Every response is written under the no-progress deadline; the
 	// exchange renews it for each write of a longer one. The last one
 	// stays for net/http's final flush, after which net/http lifts it.
@@ -428,13 +467,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.prot != nil && !h.authenticate(w, r, ex) {
 		return
 	}
+	if r.Method != http.MethodPost {
+		// GET or DELETE, which the gate lets through with sessions only.
+		h.serveSessionMethod(w, r, ex, place)
+		return
+	}
 	var reserved int64
 	defer func() { h.limits.release(reserved) }()
 	body, ok := h.readRequest(w, r, ex, now, &reserved)
-	if !ok || !h.route(w, r, ex, body, accept, place) {
+	if !ok {
 		return
 	}
-	h.exchange(w, r, body, ex, accept)
+	ok = h.route(w, r, ex, body, accept, place)
+	if ex.x != nil && (ex.x.sess != nil || ex.x.mint) {
+		// A legacy request in a session (httpsession.go).
+		if ok {
+			h.sessionExchange(w, r, body, ex, accept)
+		}
+		h.leaveSession(ex)
+		return
+	}
+	if ok {
+		h.exchange(w, r, body, ex, accept)
+	}
 }
 
 // gate checks what can be checked before a request is admitted: path,
@@ -451,62 +506,11 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (acceptable, bool
 		httpError(w, http.StatusNotFound, "", jsonrpc.CodeInvalidRequest, "Not Found: the MCP endpoint is "+h.opts.Path, nil)
 		return acceptable{}, false
 	}
-	if !h.hostAllowed(r.Host) {
-		h.limits.refused(refForbidden, "host", r.Host, "remote", r.RemoteAddr)
-		closeAfter(w, r, discardAuthBytes, discardTimeout)
-		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: host "+r.Host+" is not allowed", nil)
-		return acceptable{}, false
-	}
-	origin := r.Header.Get("Origin")
-	if origin != "" && !h.originAllowed(origin) {
-		h.limits.refused(refForbidden, "origin", origin, "remote", r.RemoteAddr)
-		closeAfter(w, r, discardAuthBytes, discardTimeout)
-		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: origin "+origin+" is not allowed", nil)
-		return acceptable{}, false
-	}
-	if origin != "" {
-		// A page on an allowed origin may read the answer (CORS), and its
-		// preflight is answered before authentication: preflights carry
-		// no credentials.
-		hdr := w.Header()
-		hdr.Set("Access-Control-Allow-Origin", origin)
-		hdr.Add("Vary", "Origin")
-		hdr.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			hdr.Set("Access-Control-Allow-Methods", "POST")
-			hdr.Set("Access-Control-Allow-Headers", corsHeaders(r.Header.Get("Access-Control-Request-Headers")))
-			hdr.Set("Access-Control-Max-Age", "600")
-			w.WriteHeader(http.StatusNoContent)
-			return acceptable{}, false
-		}
-	}
-	if h.prot != nil {
-		if _, ok := bearerToken(r); !ok {
-			h.limits.refused(refUnauthorized, "remote", r.RemoteAddr)
-			h.unauthorized(w, r, h.prot.challenge401)
-			return acceptable{}, false
-		}
-	} else if !h.authorized(r) {
-		h.limits.refused(refUnauthorized, "remote", r.RemoteAddr)
-		challenge := `Bearer realm="mcp"`
-		if r.Header.Get("Authorization") != "" {
-			challenge += `, error="invalid_token"`
-		}
-		if h.opts.ResourceMetadata != "" {
-			challenge += `, resource_metadata="` + h.opts.ResourceMetadata + `"`
-		}
-		w.Header().Set("WWW-Authenticate", challenge)
-		// A client without the token keeps no connection open.
-		closeAfter(w, r, discardAuthBytes, discardTimeout)
-		httpError(w, http.StatusUnauthorized, "", jsonrpc.CodeInvalidRequest, "Unauthorized: a valid bearer token is required", nil)
+	if !h.checkCaller(w, r, h.allowedMethods(), h.sess != nil) {
 		return acceptable{}, false
 	}
 	if r.Method != http.MethodPost {
-		// 2026-07-28: "GET stream endpoint and protocol sessions removed";
-		// legacy GET/DELETE traffic gets 405.
-		w.Header().Set("Allow", http.MethodPost)
-		httpError(w, http.StatusMethodNotAllowed, "", jsonrpc.CodeInvalidRequest, "Method Not Allowed: this endpoint takes POST only", nil)
-		return acceptable{}, false
+		return h.gateSessionMethod(w, r)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if ct != "application/json" && !isJSONMediaType(ct) {
@@ -519,16 +523,130 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) (acceptable, bool
 		httpError(w, http.StatusNotAcceptable, "", jsonrpc.CodeInvalidRequest, "Not Acceptable: the client must accept application/json and text/event-stream", nil)
 		return acceptable{}, false
 	}
+	if h.refuseIfDraining(w) {
+		return acceptable{}, false
+	}
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		h.tooLarge(w, r)
+		return acceptable{}, false
+	}
+	return accept, true
+}
+
+// checkCaller is the gate's check of who is calling, for the endpoint
+// and the HTTP+SSE paths alike: Host and Origin (403, so that a
+// DNS-rebinding page reaches nothing), CORS for an allowed origin (its
+// preflight answered with methods, before authentication: preflights
+// carry no credentials; exposeSession adds Mcp-Session-Id to what a page
+// may send and read), and the bearer token (401; with Protect only its
+// presence here, verified later). It reports whether the request goes on.
+func (h *Handler) checkCaller(w http.ResponseWriter, r *http.Request, methods string, exposeSession bool) bool {
+	if !h.hostAllowed(r.Host) {
+		h.limits.refused(refForbidden, "host", r.Host, "remote", r.RemoteAddr)
+		closeAfter(w, r, discardAuthBytes, discardTimeout)
+		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: host "+r.Host+" is not allowed", nil)
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" && !h.originAllowed(origin) {
+		h.limits.refused(refForbidden, "origin", origin, "remote", r.RemoteAddr)
+		closeAfter(w, r, discardAuthBytes, discardTimeout)
+		httpError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Forbidden: origin "+origin+" is not allowed", nil)
+		return false
+	}
+	if origin != "" {
+		hdr := w.Header()
+		hdr.Set("Access-Control-Allow-Origin", origin)
+		hdr.Add("Vary", "Origin")
+		if exposeSession {
+			hdr.Set("Access-Control-Expose-Headers", "WWW-Authenticate, "+mcp.HeaderSessionID)
+		} else {
+			hdr.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+		}
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hdr.Set("Access-Control-Allow-Methods", methods)
+			allowed := corsHeaders(r.Header.Get("Access-Control-Request-Headers"))
+			if exposeSession {
+				allowed += ", " + mcp.HeaderSessionID
+			}
+			hdr.Set("Access-Control-Allow-Headers", allowed)
+			hdr.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return false
+		}
+	}
+	if h.prot != nil {
+		if _, ok := bearerToken(r); !ok {
+			h.limits.refused(refUnauthorized, "remote", r.RemoteAddr)
+			h.unauthorized(w, r, h.prot.challenge401)
+			return false
+		}
+		return true
+	}
+	if !h.authorized(r) {
+		h.limits.refused(refUnauthorized, "remote", r.RemoteAddr)
+		challenge := `Bearer realm="mcp"`
+		if r.Header.Get("Authorization") != "" {
+			challenge += `, error="invalid_token"`
+		}
+		if h.opts.ResourceMetadata != "" {
+			challenge += `, resource_metadata="` + h.opts.ResourceMetadata + `"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		// A client without the token keeps no connection open.
+		closeAfter(w, r, discardAuthBytes, discardTimeout)
+		httpError(w, http.StatusUnauthorized, "", jsonrpc.CodeInvalidRequest, "Unauthorized: a valid bearer token is required", nil)
+		return false
+	}
+	return true
+}
+
+// refuseIfDraining answers 503 once Shutdown has begun.
+func (h *Handler) refuseIfDraining(w http.ResponseWriter) bool {
 	h.mu.Lock()
 	draining := h.draining
 	h.mu.Unlock()
 	if draining {
 		w.Header().Set("Retry-After", "1")
 		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the server is shutting down", nil)
+	}
+	return draining
+}
+
+// allowedMethods is the Allow header of the endpoint.
+func (h *Handler) allowedMethods() string {
+	if h.sess != nil {
+		return "GET, POST, DELETE"
+	}
+	return http.MethodPost
+}
+
+// gateSessionMethod is the gate of a request that is not a POST: with
+// sessions, a GET (which must take an event stream) or a DELETE goes on,
+// without a body; anything else gets 405.
+func (h *Handler) gateSessionMethod(w http.ResponseWriter, r *http.Request) (acceptable, bool) {
+	if h.sess == nil || (r.Method != http.MethodGet && r.Method != http.MethodDelete) {
+		// 2026-07-28: "GET stream endpoint and protocol sessions removed";
+		// legacy GET/DELETE traffic gets 405 unless sessions are on.
+		w.Header().Set("Allow", h.allowedMethods())
+		what := "this endpoint takes POST only"
+		if h.sess != nil {
+			what = "this endpoint takes GET, POST and DELETE"
+		}
+		httpError(w, http.StatusMethodNotAllowed, "", jsonrpc.CodeInvalidRequest, "Method Not Allowed: "+what, nil)
 		return acceptable{}, false
 	}
-	if r.ContentLength > h.opts.MaxBodyBytes {
-		h.tooLarge(w, r)
+	accept := parseAccept(r.Header.Values("Accept"))
+	if r.Method == http.MethodGet && !accept.sse {
+		httpError(w, http.StatusNotAcceptable, "", jsonrpc.CodeInvalidRequest, "Not Acceptable: the client must accept text/event-stream", nil)
+		return acceptable{}, false
+	}
+	h.mu.Lock()
+	draining := h.draining
+	h.mu.Unlock()
+	if draining {
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the server is shutting down", nil)
 		return acceptable{}, false
 	}
 	return accept, true

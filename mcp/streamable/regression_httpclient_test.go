@@ -444,3 +444,50 @@ func TestRegressionHTTPAuthErrorDoesNotForgetCachedEra(t *testing.T) {
 		})
 	}
 }
+
+// The standalone GET stream of a legacy session was opened only when the
+// host served server requests (OnInput), and read once: a host with only
+// OnLog never heard a log message sent outside a call, and once the server
+// ended the connection (as a polling server does, after an event with an
+// id) nothing reopened it, so what the server sent later was lost.
+func TestRegressionHTTPLegacyStandaloneStreamWithoutOnInputIsReopenedAfterADrop(t *testing.T) {
+	var gets atomic.Int32
+	lastIDs := make(chan string, 4)
+	srv := rcLegacyServer(t, nil, func(w http.ResponseWriter, r *http.Request, m rcMsg) {
+		if r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		lastIDs <- r.Header.Get("Last-Event-ID")
+		w.Header().Set("Content-Type", "text/event-stream")
+		if gets.Add(1) == 1 {
+			io.WriteString(w, "retry: 10\nid: e-1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"one\"}}\n\n")
+			return
+		}
+		io.WriteString(w, "id: e-2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"two\"}}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	defer srv.Close()
+	logs := make(chan string, 4)
+	sess, err := streamable.Connect(t.Context(), srv.URL, &host.Options{
+		OnLog: func(_, _ string, data json.RawMessage) { logs <- string(data) },
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for _, want := range []string{`"one"`, `"two"`} {
+		select {
+		case got := <-logs:
+			if got != want {
+				t.Errorf("got %s, want %s", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no log message %s from the standalone stream", want)
+		}
+	}
+	if first, second := <-lastIDs, <-lastIDs; first != "" || second != "e-1" {
+		t.Errorf("Last-Event-ID %q then %q", first, second)
+	}
+}
