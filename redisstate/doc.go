@@ -3,8 +3,11 @@
 // the task store (mcp/tasks.Store), the bus that carries list changes
 // and resource updates to every instance's listen streams (server.Bus),
 // and the ring of keys that seal multi-round-trip requestState
-// (server.KeyRing). It is a module of its own: a server that runs as one
-// process does not build go-redis.
+// (server.KeyRing), and the legacy Streamable HTTP sessions with their
+// resumable event streams (streamable.SessionStore and
+// streamable.EventStore), so that a client resumes a dropped stream, or
+// goes on with its session, through any instance. It is a module of its
+// own: a server that runs as one process does not build go-redis.
 //
 // # Use
 //
@@ -42,6 +45,11 @@
 //	ended                   sorted set: ended tasks by expiry, for the owner indexes' cleanup
 //	statekeys               hash: current, previous, rotated_at (unix ms, Redis's clock)
 //	events, bus             Pub/Sub channels: task changes, and the servers' bus
+//	ev:<session>:<stream>   a resumable event stream: a Redis Stream of its events (field d:
+//	                        the JSON-RPC message, empty for a priming event), PEXPIRE Retain
+//	evs:<session>           set: the ids of the session's streams, for EndSession (PEXPIRE Retain)
+//	sess:<id>               a legacy session: hash rec (its SessionRecord, JSON) and holder
+//	                        (the instance serving it), PEXPIRE of the ttl of its last Save or Touch
 //
 // Create runs one Lua script: SET NX of the record (tasks.ErrExists when
 // the id is taken), INCR of the sequence, ZADD to the owner index, ZADD
@@ -157,6 +165,76 @@
 // lives is put back at the record's own expiry), so that 10,000 ended
 // tasks leave nothing behind once their TTL has passed.
 //
+// # Sessions and resumable streams
+//
+// A Streamable HTTP endpoint that keeps legacy sessions
+// (streamable.SessionOptions) shares them, and the event streams that
+// make their SSE streams resumable, through a State:
+//
+//	h := streamable.NewHandler(srv, &streamable.Options{Sessions: &streamable.SessionOptions{
+//		Events: st.Events(nil),
+//		Store:  st.Sessions(),
+//	}})
+//
+// Each stream of a session is a Redis Stream, ev:<session>:<stream>.
+// Append is one transaction: XADD with MAXLEN ~ MaxEventsPerStream (1000;
+// Redis trims whole nodes of its radix tree, so it may keep up to about
+// 100 more), PEXPIRE Retain (5 min) of the stream, and SADD of the stream
+// to the session's index, evs:<session>, with the same PEXPIRE: no key is
+// left without an expiry, and a stream lasts Retain after its last event.
+// The event id is "<stream>_<XADD id>"; stream ids are base64url and may
+// hold '_', so it is read at the last '_', and an entry id that is not
+// "<ms>-<seq>" in canonical decimal names nothing. A priming event is an
+// entry whose field is empty; it is never replayed, but it is the point a
+// client resumes from.
+//
+// Replay reads in batches of 128, each one script: if the Last-Event-ID's
+// entry is no longer in the stream, the events after it may be gone and
+// the replay is streamable.ErrUnknownEvent; otherwise XRANGE from just
+// after it (exclusive ranges: Redis 6.2). The check is exact because Redis
+// trims a stream oldest first and expires it whole: an entry still there
+// means that everything after it is too. So a client never silently misses
+// an event: it resumes exactly, or its resumption is refused. An id of a
+// stream the session does not have (the stream's key is the session's) is
+// unknown too. EndStream (the stream's response has been delivered)
+// empties the stream (XTRIM MAXLEN 0) and leaves the empty key for at most
+// 10 s: it keeps the stream's last entry id, so that an Append to the same
+// stream id meanwhile is numbered after it, where a new stream would be
+// numbered from Redis's clock and could issue an ended event's id again
+// within the same millisecond. EndSession deletes every stream the
+// session's index names, then the index.
+//
+// Follow lets the instance a client reconnected to relay a stream whose
+// request still runs on another: it reads as Replay does, then waits in
+// XREAD BLOCK (FollowWait, 1 s) for the next entry, reads again through
+// the checking script (so that an entry trimmed between the two reads is
+// a gap, not a loss), and returns once it has sent a JSON-RPC response.
+// A blocked read is not interrupted, so it runs on a goroutine of its
+// own: Follow returns the moment its context ends, and the read ends
+// within FollowWait. Each Follow holds one of the client's pooled
+// connections while it waits, so MaxFollows (half the client's PoolSize,
+// or 16) bounds them, a read left running counted until it ends; past it
+// Follow fails with ErrTooManyFollows.
+//
+// A session's record is a hash, sess:<id>: rec, the
+// streamable.SessionRecord as JSON, and holder, the instance that serves
+// it, with the PEXPIRE the handler asks for. Save replaces both (DEL,
+// HSET, PEXPIRE in one transaction); Touch is one script that sets the
+// expiry and returns the holder, so that an instance whose session was
+// taken over learns it at its next touch; Load reads rec, and Delete is a
+// DEL. A missing record is streamable.ErrUnknownSession. A record that is
+// not one Save can have written (not JSON, another session's id, no
+// protocol version, restore messages that are not JSON objects) is an
+// error, never a panic (Stats.SessionsCorrupt, logged). An id that no
+// handler can have minted (empty, longer than 256 bytes, not visible
+// ASCII) is unknown without a command to Redis. Errors never repeat a
+// session id: it is a client's header, and as good as a password to the
+// session.
+//
+// The fleet's takeover of a session (which instance rehydrates a session
+// it does not hold, and how the previous holder stops) is the handler's;
+// the store gives it an atomic read of the holder with every touch.
+//
 // # Redis requirements
 //
 //   - maxmemory-policy noeviction (or volatile-*, which evicts only ended
@@ -165,6 +243,8 @@
 //     when it sees such a policy. A full Redis refuses writes: ErrFull.
 //   - Redis 5 or later: the scripts read TIME before they write, which
 //     needs scripts replicated by their effects (the default since 5).
+//     Redis 6.2 or later for the event store (Events): its replay reads
+//     exclusive ranges of a stream.
 //   - On Redis Cluster, a prefix that is a hash tag (below).
 //
 // # An empty Redis after a restart
@@ -200,6 +280,12 @@
 //     the sweepers take lapsed leases again.
 //   - An instance killed: its tasks are failed by the others' sweepers
 //     (above); its bus messages and events in flight are lost.
+//   - The event and session stores, Redis unreachable: Append fails and
+//     the handler sends the message live, not resumable; Replay and
+//     Follow fail (an error that is not streamable.ErrUnknownEvent);
+//     Load and Touch fail with an error that is not
+//     streamable.ErrUnknownSession, so that an outage is never taken for a
+//     session that has ended.
 //   - A store or an answer that cannot be written: the caller gets the
 //     error. A task's outcome that the server could not store leaves the
 //     task live and its lease renewed while its instance lives.
@@ -225,6 +311,12 @@
 //     4096 items and 16 MiB, the same way.
 //   - The versions delivered ahead of their events: 65,536 tasks
 //     (Stats.OrderForgotten).
+//   - An event stream keeps about MaxEventsPerStream (1000) events, each
+//     at most MaxEventBytes (8 MiB: Append refuses a larger one,
+//     Stats.StreamEventsTooLarge, logged), for Retain (5 min) after its
+//     last event; a session's record lasts the ttl of its last Save or
+//     Touch. Follows running at once: MaxFollows (Stats.FollowsRefused,
+//     logged).
 //   - A renewal script renews 500 leases; a sweep command takes 500
 //     lapsed leases or expired index entries, and a sweep goes on batch
 //     after batch until one comes back short or Lease/6 has passed
@@ -283,7 +375,10 @@
 // the sweeper. Each Subscribe (of the store or the bus) adds one, which
 // ends with its context, its stop function or the State; each ring with
 // RotateEvery adds one, and a ring's read from Redis runs on one of its
-// own while it lasts (at most OpTimeout). Close stops them all and waits for them (a
+// own while it lasts (at most OpTimeout). Each Follow waiting for an
+// event adds one for its XREAD BLOCK, which ends within FollowWait (Close
+// waits for it); Follow itself runs on its caller's goroutine, and
+// returns when the State closes. Close stops them all and waits for them (a
 // subscriber's callback in progress included); it does not close the
 // client. Shut the Servers down first: their handlers then record how
 // their tasks ended, and a Server's Shutdown stops its bus link. Tasks

@@ -93,6 +93,13 @@ type Stats struct {
 	Rotations        int64 // requestState key rotations this State made
 	Resubscribed     int64 // times the Pub/Sub connection was subscribed again after it was lost
 	RedisErrors      int64 // Redis commands that failed (unreachable, timed out, refused)
+
+	StreamEventsAppended int64 // events appended to resumable streams (Events), priming events included
+	StreamEventsTooLarge int64 // events Append refused: past EventOptions.MaxEventBytes
+	StreamGaps           int64 // replays and follows refused with streamable.ErrUnknownEvent: the Last-Event-ID names nothing retained of the session
+	FollowsRefused       int64 // Follow calls refused: EventOptions.MaxFollows were running
+	Following            int64 // Follow calls running now (a blocked read left running included)
+	SessionsCorrupt      int64 // session records Load could not read
 	// Listening is whether the shared Pub/Sub connection is subscribed
 	// now (a readiness probe may want it).
 	Listening bool
@@ -139,6 +146,7 @@ type State struct {
 	created, updated, retries, conflicts, tooLarge, published, received, dropped, superseded, forgotten atomic.Int64
 	busPublished, busReceived, renewed, restored, swept, sweepsHeld, sweepsCut, expired                 atomic.Int64
 	rotations, resubscribed, redisErrors                                                                atomic.Int64
+	sess                                                                                                sessionCounters // the event and session stores' (events.go)
 }
 
 // limiter lets a log line through at most once a second.
@@ -256,6 +264,8 @@ func (s *State) Stats() Stats {
 		BusPublished: s.busPublished.Load(), BusReceived: s.busReceived.Load(), LeasesRenewed: s.renewed.Load(), LeasesRestored: s.restored.Load(),
 		Swept: s.swept.Load(), SweepsHeld: s.sweepsHeld.Load(), SweepsCut: s.sweepsCut.Load(), Expired: s.expired.Load(),
 		Rotations: s.rotations.Load(), Resubscribed: s.resubscribed.Load(), RedisErrors: s.redisErrors.Load(), Listening: s.listening.Load(),
+		StreamEventsAppended: s.sess.appended.Load(), StreamEventsTooLarge: s.sess.tooLarge.Load(), StreamGaps: s.sess.gaps.Load(),
+		FollowsRefused: s.sess.followsRefused.Load(), Following: s.sess.following.Load(), SessionsCorrupt: s.sess.corrupt.Load(),
 	}
 }
 
