@@ -42,6 +42,7 @@ const (
 	tapSynopsis = `usage: agentwire tap [--log FILE] [--grace D] -- CMD [ARGS...]
 `
 	bridgeSynopsis = `usage: agentwire bridge --http [HOST:]PORT [HTTP flags] -- CMD [ARGS...]
+       agentwire bridge --http [HOST:]PORT [HTTP flags] --url URL
 `
 	serveSynopsis = `usage: agentwire serve echo|mcp|acp [flags]
 `

@@ -32,6 +32,10 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // token from when neither --token nor --token-file is given.
 const TokenEnv = "AGENTWIRE_TOKEN"
 
+// UpstreamTokenEnv is the environment variable bridge --url takes the
+// bearer token it sends upstream from when --url-token is not given.
+const UpstreamTokenEnv = "AGENTWIRE_UPSTREAM_TOKEN"
+
 // httpFlags are the flags of every command that serves Streamable HTTP.
 type httpFlags struct {
 	fs          *flag.FlagSet
@@ -45,6 +49,11 @@ type httpFlags struct {
 	idle        *time.Duration
 	write       *time.Duration
 	oauth       *oauthFlags
+
+	sessions    *bool
+	sessionIdle *time.Duration
+	maxSessions *int
+	sse         *bool
 }
 
 func addHTTPFlags(fs *flag.FlagSet) *httpFlags {
@@ -56,6 +65,10 @@ func addHTTPFlags(fs *flag.FlagSet) *httpFlags {
 		maxBuffered: fs.Int64("max-buffered-bytes", 0, "request bytes held by the requests in flight (default 16777216); 503 beyond"),
 		idle:        fs.Duration("idle-timeout", 0, "close a connection that sends no request for this long (default 30s; a new connection gets at most 10s for its headers)"),
 		write:       fs.Duration("write-timeout", 0, "cut off a client that reads nothing of its response for this long (default 30s)"),
+		sessions:    fs.Bool("sessions", false, "serve 2025 (legacy) clients in sessions: Mcp-Session-Id, the GET stream for server messages, DELETE, resumption with Last-Event-ID (default: statelessly, GET and DELETE 405)"),
+		sessionIdle: fs.Duration("session-idle", 0, "with --sessions: end a session idle this long (default 10m; 60s for one that sent nothing after initialize)"),
+		maxSessions: fs.Int("max-sessions", 0, "with --sessions: live sessions (default 4096); beyond, the one idle longest is ended, or initialize gets 503"),
+		sse:         fs.Bool("sse", false, "also serve the 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages) for clients older than Streamable HTTP"),
 	}
 	fs.Var(&f.origins, "allow-origin", "an Origin browsers may call from, besides loopback ones (repeatable; * for any)")
 	fs.Var(&f.hosts, "allow-host", "a Host name the server answers to (repeatable; default on loopback: localhost, 127.0.0.1, ::1)")
@@ -70,6 +83,7 @@ func (f *httpFlags) given() []string {
 		switch fl.Name {
 		case "token", "token-file", "allow-origin", "allow-host", "max-conns", "max-in-flight",
 			"max-buffered-bytes", "idle-timeout", "write-timeout",
+			"sessions", "session-idle", "max-sessions", "sse",
 			"oauth-issuer", "oauth-resource", "oauth-introspect", "oauth-scope":
 			names = append(names, "--"+fl.Name)
 		}
@@ -156,9 +170,21 @@ func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*streamable.O
 	if *f.maxConns < 0 || *f.maxInFlight < 0 || *f.maxBuffered < 0 || *f.idle < 0 || *f.write < 0 {
 		return nil, errors.New("--max-conns, --max-in-flight, --max-buffered-bytes, --idle-timeout and --write-timeout must not be negative")
 	}
+	if *f.sessionIdle < 0 || *f.maxSessions < 0 {
+		return nil, errors.New("--session-idle and --max-sessions must not be negative")
+	}
+	if !*f.sessions && (set["session-idle"] || set["max-sessions"]) {
+		return nil, errors.New("--session-idle and --max-sessions only with --sessions")
+	}
 	o := &streamable.Options{Token: token, AllowedOrigins: f.origins, AllowedHosts: f.hosts, Logger: logger,
 		MaxConns: *f.maxConns, MaxInFlight: *f.maxInFlight, MaxBufferedBytes: *f.maxBuffered,
 		IdleTimeout: *f.idle, WriteTimeout: *f.write, Protect: prot}
+	if *f.sessions {
+		o.Sessions = &streamable.SessionOptions{IdleTimeout: *f.sessionIdle, MaxSessions: *f.maxSessions}
+	}
+	if *f.sse {
+		o.SSE = &streamable.SSEOptions{}
+	}
 	host, _, _ := net.SplitHostPort(addr)
 	if len(o.AllowedHosts) == 0 && streamable.IsLoopbackHost(host) {
 		o.AllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
@@ -171,7 +197,7 @@ func (f *httpFlags) httpOptions(addr string, logger *slog.Logger) (*streamable.O
 // requests in flight. h.Serve applies the connection limits (cap, header
 // and idle timeouts, header size); the descriptors they are sized by are
 // the hard limit, to which Go raises the soft RLIMIT_NOFILE at start.
-func serveHTTP(what, addr string, h *streamable.Handler, stderr io.Writer, logger *slog.Logger, intr *interrupts) int {
+func serveHTTP(what, addr string, h *streamable.Handler, opts *streamable.Options, stderr io.Writer, logger *slog.Logger, intr *interrupts) int {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "agentwire %s: %v\n", what, err)
@@ -180,6 +206,9 @@ func serveHTTP(what, addr string, h *streamable.Handler, stderr io.Writer, logge
 	// The endpoint's URL goes to stderr, so that a caller that asked for
 	// port 0 learns the port.
 	fmt.Fprintf(stderr, "agentwire %s: serving MCP over Streamable HTTP at http://%s%s\n", what, ln.Addr(), streamable.DefaultPath)
+	if opts.SSE != nil {
+		fmt.Fprintf(stderr, "agentwire %s: and over HTTP+SSE (2024-11-05) at http://%s%s\n", what, ln.Addr(), streamable.DefaultSSEPath)
+	}
 	served := make(chan error, 1)
 	go func() { served <- h.Serve(ln) }()
 	select {
@@ -203,10 +232,15 @@ func serveHTTP(what, addr string, h *streamable.Handler, stderr io.Writer, logge
 
 // runBridge is `agentwire bridge --http ADDR -- CMD [ARGS...]`: one stdio
 // MCP server, started once and restarted if it crashes, served to every
-// Streamable HTTP client of either era.
+// Streamable HTTP client of either era; or `agentwire bridge --http ADDR
+// --url URL`: an MCP server over HTTP (Streamable HTTP of either era, or
+// the 2024-11-05 HTTP+SSE transport) served the same way, which puts a
+// 2026-07-28 face on an older server.
 func runBridge(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bridge")
 	addr := fs.String("http", "", "serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1)")
+	upstream := fs.String("url", "", "bridge the MCP server at this http(s) URL instead of starting a command")
+	upstreamToken := fs.String("url-token", "", "with --url: the bearer token to send upstream (default $"+UpstreamTokenEnv+")")
 	hf := addHTTPFlags(fs)
 	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the server's shutdown ladder")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
@@ -216,12 +250,19 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	bad := func(format string, a ...any) int { return usageError(stderr, "bridge", bridgeSynopsis, format, a...) }
 	argv := fs.Args()
 	switch {
-	case *addr == "" && len(argv) == 0:
-		return bad("missing --http [HOST:]PORT and the server command")
+	case *addr == "" && len(argv) == 0 && *upstream == "":
+		return bad("missing --http [HOST:]PORT and the server (-- CMD [ARGS...] or --url URL)")
 	case *addr == "":
 		return bad("missing --http [HOST:]PORT")
-	case len(argv) == 0:
-		return bad("missing the server command (-- CMD [ARGS...])")
+	case len(argv) > 0 && *upstream != "":
+		return bad("--url and a server command exclude each other")
+	case len(argv) == 0 && *upstream == "":
+		return bad("missing the server (-- CMD [ARGS...] or --url URL)")
+	case *upstreamToken != "" && *upstream == "":
+		return bad("--url-token only with --url")
+	}
+	if *upstream != "" && !strings.HasPrefix(*upstream, "http://") && !strings.HasPrefix(*upstream, "https://") {
+		return bad("--url must be an http:// or https:// URL")
 	}
 	logger, ok := newLogger(*logLevel, stderr)
 	if !ok {
@@ -239,26 +280,50 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	// second one cuts the HTTP shutdown short and kills the server's group.
 	intr := watchInterrupts()
 	defer intr.stop()
-	sess, err := host.StartServer(intr.ctx, process.Command{Path: argv[0], Args: argv[1:]}, &host.Options{
-		Info: mcp.Implementation{Name: "agentwire-bridge", Version: "1"},
-		Transport: &client.Options{
-			Logger:  logger,
-			Process: &process.Options{Grace: *grace, Stderr: stderr, Logger: logger},
-			// A shared server is kept up for as long as the bridge runs.
-			Restart: &client.RestartPolicy{MaxRestarts: math.MaxInt32},
-		},
-	})
+	info := mcp.Implementation{Name: "agentwire-bridge", Version: "1"}
+	var sess *host.Session
+	what := ""
+	if *upstream != "" {
+		token := *upstreamToken
+		if token == "" {
+			token = os.Getenv(UpstreamTokenEnv)
+		}
+		what = *upstream
+		sess, err = streamable.Connect(intr.ctx, *upstream, &host.Options{Info: info}, &streamable.ClientOptions{Token: token})
+	} else {
+		what = argv[0]
+		sess, err = host.StartServer(intr.ctx, process.Command{Path: argv[0], Args: argv[1:]}, &host.Options{
+			Info: info,
+			Transport: &client.Options{
+				Logger:  logger,
+				Process: &process.Options{Grace: *grace, Stderr: stderr, Logger: logger},
+				// A shared server is kept up for as long as the bridge runs.
+				Restart: &client.RestartPolicy{MaxRestarts: math.MaxInt32},
+			},
+		})
+	}
 	if _, ok := interruptedBy(intr.ctx); ok && err != nil {
 		fmt.Fprintf(stderr, "agentwire bridge: interrupted by %s\n", signalName(intr.signal()))
 		return intr.code()
 	}
 	if err != nil {
-		// The server's stderr went to ours as it came: not again here.
-		fmt.Fprintln(stderr, "agentwire bridge:", errorWithout(err, " (its stderr is above)"))
+		if *upstream != "" {
+			fmt.Fprintln(stderr, "agentwire bridge:", err)
+		} else {
+			// The server's stderr went to ours as it came: not again here.
+			fmt.Fprintln(stderr, "agentwire bridge:", errorWithout(err, " (its stderr is above)"))
+		}
 		return exitFailure
 	}
+	// Only a started server has a process; an HTTP upstream has none.
+	proc := func() *process.Process {
+		if c := sess.Client(); c != nil {
+			return c.Process()
+		}
+		return nil
+	}
 	defer intr.onSecond(func() {
-		if p := sess.Client().Process(); p != nil {
+		if p := proc(); p != nil {
 			p.Kill()
 		}
 	})()
@@ -266,11 +331,11 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 		sess.Close()
 		// A server restarted while a second signal killed its predecessor
 		// has had the ladder too; nothing of its group is left.
-		if p := sess.Client().Process(); p != nil {
+		if p := proc(); p != nil {
 			p.KillGroup()
 		}
 	}()
-	logger.Info("bridging", "server", argv[0], "era", sess.Era(), "version", sess.ProtocolVersion())
+	logger.Info("bridging", "server", what, "era", sess.Era(), "version", sess.ProtocolVersion())
 	h := streamable.NewHandler(bridge.New(sess), opts)
-	return serveHTTP("bridge", listenAddr, h, stderr, logger, intr)
+	return serveHTTP("bridge", listenAddr, h, opts, stderr, logger, intr)
 }

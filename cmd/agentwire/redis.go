@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	mcpserver "github.com/agentwire/agentwire/mcp/server"
+	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/redisstate"
 )
 
@@ -23,7 +24,7 @@ type redisFlags struct {
 
 func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 	return &redisFlags{
-		url:    fs.String("redis", "", "with --http: share tasks, listen notifications and the requestState keys with the other instances through the Redis at this URL (redis://[user:password@]host:port/db, or rediss:// for TLS)"),
+		url:    fs.String("redis", "", "with --http: share tasks, listen notifications, the requestState keys and (with --sessions) legacy sessions and their resumable streams with the other instances through the Redis at this URL (redis://[user:password@]host:port/db, or rediss:// for TLS)"),
 		prefix: fs.String("redis-prefix", "", `with --redis: the prefix of every key and channel (default "agentwire:"; one per fleet)`),
 		lease:  fs.Duration("redis-lease", 0, "with --redis: how long an instance that stopped answering keeps its running tasks before another marks them failed (default 15s)"),
 		rotate: fs.Duration("redis-rotate-keys", 0, "with --redis: rotate the requestState key this often, fleet-wide (0: never; at least 1h, the life of a requestState)"),
@@ -42,9 +43,10 @@ func (f *redisFlags) given(fs *flag.FlagSet) []string {
 	return names
 }
 
-// apply connects to Redis and makes so share what a fleet shares; the
+// apply connects to Redis and makes so share what a fleet shares, and
+// ho's legacy sessions and their resumable streams when it has them; the
 // returned function closes it all, after the server has stopped.
-func (f *redisFlags) apply(so *mcpserver.Options, logger *slog.Logger) (func(), error) {
+func (f *redisFlags) apply(so *mcpserver.Options, ho *streamable.Options, logger *slog.Logger) (func(), error) {
 	if *f.rotate != 0 && *f.rotate < time.Hour {
 		return nil, fmt.Errorf("--redis-rotate-keys must be at least 1h (a requestState lives an hour), not %v", *f.rotate)
 	}
@@ -71,6 +73,12 @@ func (f *redisFlags) apply(so *mcpserver.Options, logger *slog.Logger) (func(), 
 	so.Tasks = &mcpserver.TaskOptions{Store: st.Tasks()}
 	so.Bus = st.Bus()
 	so.StateKeys = st.Keys(&redisstate.KeyOptions{RotateEvery: *f.rotate})
+	if ho.Sessions != nil {
+		// A session made on one instance is resumed on any other: its
+		// record and its streams' events live in Redis.
+		ho.Sessions.Events = st.Events(nil)
+		ho.Sessions.Store = st.Sessions()
+	}
 	return func() {
 		st.Close()
 		client.Close()

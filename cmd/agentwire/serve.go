@@ -130,7 +130,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		so := mcpserver.Options{Logger: logger, Eras: eras}
 		closeRedis := func() {}
 		if *rf.url != "" {
-			if closeRedis, err = rf.apply(&so, logger); err != nil {
+			if closeRedis, err = rf.apply(&so, o, logger); err != nil {
 				fmt.Fprintln(stderr, "agentwire serve mcp:", err)
 				return 2
 			}
@@ -143,7 +143,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		h := streamable.NewHandler(srv, o)
 		intr := watchInterrupts()
 		defer intr.stop()
-		code := serveHTTP("serve mcp", addr, h, stderr, logger, intr)
+		code := serveHTTP("serve mcp", addr, h, o, stderr, logger, intr)
 		// The tasks running here end (failed, in a shared store: no other
 		// instance could finish them) before the link to Redis does.
 		ctx, cancel := context.WithTimeout(context.Background(), *shutdown)
