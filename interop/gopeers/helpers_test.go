@@ -9,6 +9,7 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,9 +21,20 @@ import (
 
 // TestMain checks that no test leaves a goroutine behind: every server,
 // client, pipe and task started here is ended by the test that started it.
+// It also gives the tests that build the agentwire command a place to
+// put it.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	dir, err := os.MkdirTemp("", "gopeers-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
+
+// buildDir holds the commands the tests build.
+var buildDir string
 
 // quiet is the logger of the servers under test: a panicking fixture is
 // expected, and its stack is not news.
