@@ -122,6 +122,39 @@
 // whose running handlers finish, their output stored. A client's answer
 // to a server request made on another instance is not relayed.
 //
+// # Server: HTTP+SSE (2024-11-05)
+//
+// Options.SSE also serves the 2024-11-05 transport on two paths beside
+// the endpoint (SSEOptions: /sse and /messages). A GET on Path (Accept
+// must allow text/event-stream, else 406) opens a session: an event
+// stream whose first event, endpoint, names where to POST, as a relative
+// reference from Path to MessagePath with ?sessionId=<128 random bits,
+// base64url>; it resolves against the URL the client opened, a proxy's
+// prefix included, and never names another origin. Every message of the
+// server's, responses included, is a message event on that one stream,
+// and a quiet stream gets keep-alive comments. A POST to
+// MessagePath?sessionId= is answered 202 with an empty body at once (400
+// without sessionId, 404 for no live session of the caller's; bodies as
+// on the endpoint: one message, no batches, MaxBodyBytes, BodyTimeout,
+// MaxBufferedBytes); its message is then pushed into the session's
+// connection, one long-lived connection of SessionBackend.SessionHandler
+// served as a stdio connection is, and the client's answers to sampling
+// or elicitation come back as POSTs. A session is legacy only: a
+// 2026-07-28 request gets -32022 with the versions it speaks, on the
+// stream, so that a client trying server/discover first falls back to
+// initialize. Both paths go through the endpoint's Host, Origin and
+// bearer-token checks; with Protect a session is bound to the identity
+// that opened it (another identity's POST gets 404) and scopes are checked
+// per POST. The GET holds a place among MaxStreams, each POSTed message
+// one among MaxInFlight until its handler returns. At most
+// SessionOptions.MaxSessions (4096) are open; beyond, a GET gets 503 with
+// Retry-After: 1 (Stats.SSE, logged once per burst). A session ends with
+// its GET: when the client closes it or a write fails, the session leaves
+// the table, the POSTs it accepted hand their messages over (within 1 s),
+// and its running handlers are cancelled. There is no resumption.
+// Shutdown ends each session's input: requests in flight are answered on
+// the stream, then the stream ends.
+//
 // # Authorization
 //
 // Options.Token requires one fixed bearer token. Options.Protect makes
