@@ -41,13 +41,13 @@
 // and keeps them for the session's life, and they never reach the shared
 // server, where they would change what every other client hears. The
 // server's changes are relayed to the session outside any request (its
-// GET stream): list changes to every session, a resource's update to the
-// sessions subscribed to it, and, from a legacy server, log messages at or
-// above the session's level ("info" until it sets one; a 2026-07-28
-// server logs per request only). From a 2026-07-28 server they come
+// GET stream): list changes to every session and a resource's update to
+// the sessions subscribed to it. A legacy server's log lines are not
+// relayed: they name no request, so whose call one is about cannot be
+// told, and one client must not see another's. From a 2026-07-28 server they come
 // through the shared listen streams, one for the list changes and one per
 // subscribed URI; from a legacy server from the shared session's
-// notifications (host.Session's OnNotification, when it has it), the
+// notifications (host.Session.OnNotification), the
 // bridge subscribing upstream once per URI for the first session and
 // unsubscribing after the last. A session holds at most 1024
 // subscriptions (Stats.SubscriptionsRefused). An idle session costs no

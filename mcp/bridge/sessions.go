@@ -23,10 +23,11 @@ import (
 // are answered by the bridge and never reach the shared server, where
 // they would change what every other client hears. The server's changes
 // are then relayed to each session on its connection, outside any
-// request (its GET stream): list changes to every session, a resource's
-// update to the sessions subscribed to it, and (from a legacy server,
-// which logs outside requests) log messages at or above the session's
-// level. From a 2026-07-28 server they come through the shared listen
+// request (its GET stream): list changes to every session, and a
+// resource's update to the sessions subscribed to it. A legacy server's
+// log lines are not relayed: it sends them outside any request, so the
+// bridge cannot tell whose call one is about, and it must not show one
+// client's log lines to another. From a 2026-07-28 server they come through the shared listen
 // streams (bridgelisten.go): one for the list changes, one per subscribed
 // URI, shared with every other session and listen client that wants the
 // same. From a legacy server they come from the shared session's
@@ -58,39 +59,27 @@ var listChanges = host.ListenFilter{ToolsListChanged: true, PromptsListChanged: 
 // session's requests as ExchangeHandler does (at the version the route's
 // note names, or the one initialize negotiated), answers the session's
 // logging/setLevel and resources/subscribe and resources/unsubscribe
-// itself, and relays the server's list changes, the updates of the
-// resources the session subscribed to and (from a legacy server) its log
-// messages at or above the session's level, outside any request. A
-// session's subscriptions end with it.
+// itself, and relays the server's list changes and the updates of the
+// resources the session subscribed to, outside any request (a legacy
+// server's log lines are not relayed: they name no request, and one
+// client must not see another's). A session's subscriptions end with it.
 //
 // The session's restorable state is what these messages built:
 // initialize, the last logging/setLevel and each resources/subscribe not
 // since undone; replayed into a new session connection, they restore it.
 //
 // From a legacy server the bridge hears the server's notifications
-// outside calls through the Session's OnNotification, when the Session
-// has it; without it a legacy server's list changes, updates and log
-// messages do not reach sessions (their subscriptions are still kept).
+// outside calls through host.Session.OnNotification.
 func (b *Bridge) SessionHandler() rpc.Handler {
 	b.wireServerNotifications()
 	return &bridgeSession{b: b}
-}
-
-// serverNotifications is what a Session offers to hear the server's
-// notifications that belong to no call and no listen stream: a legacy
-// server's list changes, resource updates and log messages. f runs on the
-// goroutine that read the notification and must not wait.
-type serverNotifications interface {
-	OnNotification(f func(method string, params json.RawMessage)) (stop func())
 }
 
 // wireServerNotifications starts hearing a legacy server's notifications,
 // once.
 func (b *Bridge) wireServerNotifications() {
 	b.wireOnce.Do(func() {
-		if src, ok := any(b.sess).(serverNotifications); ok {
-			src.OnNotification(b.fromServer)
-		}
+		b.sess.OnNotification(b.fromServer)
 	})
 }
 
@@ -103,7 +92,6 @@ type bridgeSession struct {
 	conn     *rpc.Conn // the session's connection, once a request came through
 	version  string    // what initialize negotiated
 	watching bool      // initialized: told of list changes and log messages
-	level    string    // logging/setLevel; "" means info
 	subs     map[string]*listenHub
 	lists    *listenHub // the list-change stream (a 2026-07-28 server)
 	gone     bool       // the connection ended
@@ -225,7 +213,10 @@ func (bs *bridgeSession) attachLocked(conn *rpc.Conn) {
 	}
 }
 
-// setLevel is the session's logging/setLevel.
+// setLevel is the session's logging/setLevel: checked and answered here,
+// never forwarded, since on the shared server it would change what every
+// other client hears. The server's log lines are not relayed to sessions
+// (see SessionHandler), so the level has nothing to filter.
 func (bs *bridgeSession) setLevel(raw []byte) (any, error) {
 	var p struct {
 		Level string `json:"level"`
@@ -233,22 +224,7 @@ func (bs *bridgeSession) setLevel(raw []byte) (any, error) {
 	if json.Unmarshal(raw, &p) != nil || !slices.Contains(mcp.LogLevels, p.Level) {
 		return nil, mcp.InvalidParams("invalid params: level must be one of %s", strings.Join(mcp.LogLevels, ", "))
 	}
-	bs.mu.Lock()
-	bs.level = p.Level
-	bs.mu.Unlock()
 	return struct{}{}, nil
-}
-
-// wantsLog reports whether the session asked for log messages at level.
-func (bs *bridgeSession) wantsLog(level string) bool {
-	bs.mu.Lock()
-	threshold := bs.level
-	bs.mu.Unlock()
-	if threshold == "" {
-		threshold = "info" // a legacy client that has not called logging/setLevel
-	}
-	have, want := slices.Index(mcp.LogLevels, level), slices.Index(mcp.LogLevels, threshold)
-	return have >= 0 && have >= want
 }
 
 // subscribe adds uri to the session's subscriptions: through the shared
@@ -522,19 +498,6 @@ func (b *Bridge) fromServer(method string, params json.RawMessage) {
 			}
 		}
 		b.mu.Unlock()
-	case "notifications/message":
-		var p struct {
-			Level string `json:"level"`
-		}
-		if json.Unmarshal(params, &p) != nil {
-			return
-		}
-		b.mu.Lock()
-		for bs := range b.sessions {
-			to = append(to, bs)
-		}
-		b.mu.Unlock()
-		to = slices.DeleteFunc(to, func(bs *bridgeSession) bool { return !bs.wantsLog(p.Level) })
 	default:
 		return
 	}
