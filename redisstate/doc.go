@@ -47,7 +47,7 @@
 //	events, bus             Pub/Sub channels: task changes, and the servers' bus
 //	ev:<session>:<stream>   a resumable event stream: a Redis Stream of its events (field d:
 //	                        the JSON-RPC message, empty for a priming event), PEXPIRE Retain
-//	evs:<session>           set: the ids of the session's streams, for EndSession (PEXPIRE Retain)
+//	evs:<session>           sorted set: the ids of the session's streams by last append, for EndSession (PEXPIRE Retain; members older than Retain dropped on append)
 //	sess:<id>               a legacy session: hash rec (its SessionRecord, JSON) and holder
 //	                        (the instance serving it), PEXPIRE of the ttl of its last Save or Touch
 //
@@ -179,9 +179,11 @@
 // Each stream of a session is a Redis Stream, ev:<session>:<stream>.
 // Append is one transaction: XADD with MAXLEN ~ MaxEventsPerStream (1000;
 // Redis trims whole nodes of its radix tree, so it may keep up to about
-// 100 more), PEXPIRE Retain (5 min) of the stream, and SADD of the stream
-// to the session's index, evs:<session>, with the same PEXPIRE: no key is
-// left without an expiry, and a stream lasts Retain after its last event.
+// 100 more), PEXPIRE Retain (5 min) of the stream, and ZADD of the stream
+// (scored by the time) to the session's index, evs:<session>, with the
+// same PEXPIRE and the removal of members older than Retain: no key is
+// left without an expiry, a stream lasts Retain after its last event, and
+// the index names what is still there.
 // The event id is "<stream>_<XADD id>"; stream ids are base64url and may
 // hold '_', so it is read at the last '_', and an entry id that is not
 // "<ms>-<seq>" in canonical decimal names nothing. A priming event is an

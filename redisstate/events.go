@@ -125,7 +125,11 @@ var _ streamable.EventFollower = (*events)(nil)
 // stream is the Redis Stream of one event stream.
 func (k keys) stream(session, stream string) string { return k.prefix + "ev:" + session + ":" + stream }
 
-// streams is the SET of a session's stream ids, for EndSession.
+// streams is the sorted set of a session's stream ids, each scored by
+// the time of its last append (ms), for EndSession: an append drops the
+// members whose streams have expired since (older than Retain), so that
+// a session that lives for days with a stream per request keeps an index
+// of what is still in Redis, not of every stream it ever had.
 func (k keys) streams(session string) string { return k.prefix + "evs:" + session }
 
 // maxName bounds a session's or a stream's id: the handler's are far
@@ -213,7 +217,9 @@ func (e *events) Append(ctx context.Context, session, stream string, data []byte
 	cmds, err := s.client.TxPipelined(octx, func(p redis.Pipeliner) error {
 		add = p.XAdd(octx, &redis.XAddArgs{Stream: key, MaxLen: int64(e.opts.MaxEventsPerStream), Approx: true, Values: []any{"d", data}})
 		p.PExpire(octx, key, e.opts.Retain)
-		p.SAdd(octx, index, stream)
+		now := time.Now().UnixMilli()
+		p.ZAdd(octx, index, redis.Z{Score: float64(now), Member: stream})
+		p.ZRemRangeByScore(octx, index, "-inf", "("+strconv.FormatInt(now-e.opts.Retain.Milliseconds(), 10))
 		p.PExpire(octx, index, e.opts.Retain)
 		return nil
 	})
@@ -425,7 +431,7 @@ func (e *events) EndStream(ctx context.Context, session, stream string) error {
 const delBatch = 500
 
 // EndSession forgets every stream of the session: it reads the session's
-// index (SMEMBERS), then deletes the streams it names and the index. A
+// index (ZRANGE), then deletes the streams it names and the index. A
 // stream appended to between the two (the handler does not, once it ends
 // the session) is left to its expiry, Retain.
 func (e *events) EndSession(ctx context.Context, session string) error {
@@ -439,7 +445,7 @@ func (e *events) EndSession(ctx context.Context, session string) error {
 	index := s.k.streams(session)
 	octx, cancel := s.op(ctx)
 	defer cancel()
-	members, err := s.client.SMembers(octx, index).Result()
+	members, err := s.client.ZRange(octx, index, 0, -1).Result()
 	if err == nil {
 		// Only keys of this session's streams: the index names stream
 		// ids, never keys, so no member can name another key. The index
