@@ -217,7 +217,23 @@ func notificationsIn(events []map[string]any) []string {
 // more changes happen) it resumes with Last-Event-ID without losing an
 // event.
 func TestLegacySessionClientHearsChangesOnItsGETStreamAndResumes(t *testing.T) {
-	backend := startHTTP(t, "serve", "mcp", "--fixtures", "conformance", "--http", "127.0.0.1:0", "--sessions")
+	for _, target := range []struct {
+		name string
+		args []string
+	}{
+		{"serve", []string{"serve", "mcp", "--fixtures", "conformance", "--http", "127.0.0.1:0", "--sessions"}},
+		// The bridge in front of a 2026-07-28 stdio server (the session's
+		// subscriptions ride its shared listen streams) and of a legacy
+		// one (one upstream subscription, the server's own notifications).
+		{"bridge-modern", []string{"bridge", "--http", "127.0.0.1:0", "--sessions", "--", binary, "serve", "mcp", "--fixtures", "conformance"}},
+		{"bridge-legacy", []string{"bridge", "--http", "127.0.0.1:0", "--sessions", "--", binary, "serve", "mcp", "--fixtures", "conformance", "--era", "legacy"}},
+	} {
+		t.Run(target.name, func(t *testing.T) { sessionClientHearsAndResumes(t, target.args) })
+	}
+}
+
+func sessionClientHearsAndResumes(t *testing.T, args []string) {
+	backend := startHTTP(t, args...)
 	cutter := newStreamCutter(backend)
 	front := httptest.NewServer(cutter)
 	defer front.Close()
