@@ -86,17 +86,28 @@
 // by default, NoEvents for none), events carry ids. A stream that becomes
 // an event stream starts, for a 2025-11-25 client, with a priming event
 // (an id, the retry delay, empty data: older clients cannot take empty
-// data), and what a stream carries is stored before it is written from
-// the moment its client holds an id of it. A GET with Last-Event-ID is
-// sent again what that event's stream carried after it, and only that
-// stream's events; if the stream is still live here the connection takes
-// it over, if it is a POST's it ends after the response, and if its
-// request runs on another instance (an EventFollower store) it is
-// followed there until its response. An unknown id, or one whose
-// successors the store dropped, is 400, never 404 (which would end the
-// session). A POST whose client goes before its answer while holding no
-// event id of its stream cannot be resumed: its request is cancelled, as
-// it is without sessions; otherwise it runs on, its output stored.
+// data), stored and written before the stream's first message, and what a
+// stream carries is stored before it is written from the moment its
+// client holds an id of it. A GET with Last-Event-ID is sent again what
+// that event's stream carried after it, and only that stream's events; if
+// the stream is still live here the connection takes it over, if it is a
+// POST's it ends after the response, and if its request runs on another
+// instance (an EventFollower store) it is followed there until its
+// response (Shutdown and the session's end close such a GET too). An
+// unknown id, or one whose successors the store dropped, is 400, never
+// 404 (which would end the session). A stream's events outlive its
+// response, to the store's retention: a connection that broke after the
+// response was written, before its client read it, is resumed with the
+// response sent again. A POST whose client goes before its answer while
+// holding no event id of its stream cannot be resumed: its request is
+// cancelled, as it is without sessions; otherwise it runs on, its output
+// stored, until its resume deadline (three times Retry, at least 10 s, at
+// most IdleTimeout): when no connection has taken its stream over by
+// then, the request is cancelled (logged once per burst) and no longer
+// keeps its session busy; its MaxInFlight place is its handler's until
+// the handler returns. A server request that can be neither written nor
+// stored for a resumption fails at once, as one with no stream to go on
+// does.
 //
 // A session idle for IdleTimeout (10 min), with no request running and no
 // stream open, ends; one that sent nothing after initialize ends after
@@ -113,11 +124,16 @@
 // shares), sessions outlive their instance: the session's record (its
 // owner, version and the client's messages that built its state:
 // initialize, notifications/initialized, the last logging/setLevel, the
-// live resources/subscribe) is saved when it changes and touched while it
-// is used (at most every quarter of IdleTimeout). An instance that gets
-// a request for a session it does not hold loads the record, checks its
-// owner, rebuilds the connection by feeding it those messages (their
-// answers dropped), and holds the session from then on; an instance that
+// live resources/subscribe, each kept once answered successfully and
+// re-encoded with only what restoring needs; at most 1024 subscriptions
+// and 256 KiB, what would overflow it left out and logged) is saved when
+// it changes and touched while it is used (at most every quarter of
+// IdleTimeout). An instance that gets a request for a session it does not
+// hold loads the record (concurrent requests for it load it once; an
+// unknown id costs nothing else, and a Store that fails is 503 with
+// Retry-After: 1, not 404), checks its owner, rebuilds the connection by
+// feeding it those messages (their answers dropped), and holds the
+// session from then on; an instance that
 // learns from a touch that another holds its session drops its copy,
 // whose running handlers finish, their output stored. A client's answer
 // to a server request made on another instance is not relayed.
@@ -139,10 +155,18 @@
 // MaxBufferedBytes); its message is then pushed into the session's
 // connection, one long-lived connection of SessionBackend.SessionHandler
 // served as a stdio connection is, and the client's answers to sampling
-// or elicitation come back as POSTs. A session is legacy only: a
-// 2026-07-28 request gets -32022 with the versions it speaks, on the
-// stream, so that a client trying server/discover first falls back to
-// initialize. Both paths go through the endpoint's Host, Origin and
+// or elicitation come back as POSTs. Messages go in in the order their
+// POSTs were accepted, so that a client that waits for each 202 (subscribe
+// then unsubscribe, setLevel twice, a request then its cancellation) is
+// served in the order it sent them: each waits until the one before it is
+// done, or has run for the connection's InlineBudget (100 µs), as a stdio
+// reader moves on; a response or notifications/cancelled only until the
+// request before it has started. At most 64 messages of a session are on
+// their way in at once (read, or waiting for their turn); one more gets
+// 503 with Retry-After: 1 (SSEStats.QueueFull, logged once per burst).
+// A session is legacy only: a 2026-07-28 request gets -32022 with the
+// versions it speaks, on the stream, so that a client trying
+// server/discover first falls back to initialize. Both paths go through the endpoint's Host, Origin and
 // bearer-token checks; with Protect a session is bound to the identity
 // that opened it (another identity's POST gets 404) and scopes are checked
 // per POST. The GET holds a place among MaxStreams, each POSTed message
@@ -150,8 +174,9 @@
 // SessionOptions.MaxSessions (4096) are open; beyond, a GET gets 503 with
 // Retry-After: 1 (Stats.SSE, logged once per burst). A session ends with
 // its GET: when the client closes it or a write fails, the session leaves
-// the table, the POSTs it accepted hand their messages over (within 1 s),
-// and its running handlers are cancelled. There is no resumption.
+// the table, the POSTs it accepted hand their messages over (within 1 s;
+// a message counts until it is in the connection, its turn included), and
+// its running handlers are cancelled. There is no resumption.
 // Shutdown ends each session's input: requests in flight are answered on
 // the stream, then the stream ends.
 //
@@ -244,6 +269,11 @@
 // refuses that POST (a stateless server answers 400: it has nowhere to
 // route the answer), the call fails at once with an *AnswerRefusedError
 // carrying the status instead of waiting for a result that cannot come.
+// At most ClientOptions.MaxServerRequests (16) of the server's requests
+// are being answered at once, on all the session's streams; beyond, the
+// stream a request came on is not read until an answer is done, so that a
+// server streaming requests (pings) is slowed to the pace of the answers
+// instead of costing a goroutine and a POST each without end.
 // A 404 to a request with an Mcp-Session-Id starts a new session (calls
 // that meet it together start one) and sends the request again. A POST
 // stream that ends before its response is resumed with GET and
@@ -288,8 +318,9 @@
 // ClientOptions.MaxPendingCalls calls (1024) wait at once, and one more
 // fails with ErrTooManyCalls; an answer no call waits for is dropped.
 // Notifications and server requests on the stream are served as on the
-// standalone stream (mcp-go's keep-alive pings among them), answers
-// POSTed to the endpoint; a cancelled call sends notifications/cancelled.
+// standalone stream (mcp-go's keep-alive pings among them, within
+// MaxServerRequests), answers POSTed to the endpoint; a cancelled call
+// sends notifications/cancelled.
 // The transport has no resumption: when the stream ends, the session has
 // ended, the calls waiting fail with an ErrHTTPTransport error, and the
 // next call opens a new stream and initializes a new session on it (as it

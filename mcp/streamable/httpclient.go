@@ -54,12 +54,23 @@ type ClientOptions struct {
 	// Default 5; negative means none: the first attempt that fails, or
 	// brings nothing, ends the stream.
 	StreamReconnects int
+	// MaxServerRequests bounds the server's requests (ping, sampling,
+	// elicitation, roots/list) being answered at once, on every stream
+	// of the session: each is answered by OnInput (ping at once) and a
+	// POST of its own, on a goroutine of its own. One more is answered
+	// on the goroutine that reads its stream, at once: a ping with its
+	// result, anything else with -32000 (the client is busy), so that a
+	// server streaming requests is slowed to the pace of those answers
+	// and never costs a goroutine each, and answers that wait on a person
+	// cannot stop the stream that carries what they wait for. Default 16.
+	MaxServerRequests int
 }
 
 // Defaults of ClientOptions.
 const (
-	DefaultMaxPendingCalls  = 1024
-	DefaultStreamReconnects = 5
+	DefaultMaxPendingCalls   = 1024
+	DefaultStreamReconnects  = 5
+	DefaultMaxServerRequests = 16
 )
 
 // ErrTooManyCalls fails a call to an HTTP+SSE server when
@@ -167,6 +178,10 @@ func newHTTPTransport(url string, p host.Peer, hopts *ClientOptions) *httpTransp
 	if t.opts.MaxPendingCalls <= 0 {
 		t.opts.MaxPendingCalls = DefaultMaxPendingCalls
 	}
+	if t.opts.MaxServerRequests <= 0 {
+		t.opts.MaxServerRequests = DefaultMaxServerRequests
+	}
+	t.answering = make(chan struct{}, t.opts.MaxServerRequests)
 	switch {
 	case t.opts.StreamReconnects == 0:
 		t.opts.StreamReconnects = DefaultStreamReconnects
@@ -221,6 +236,9 @@ type httpTransport struct {
 	// waiting for) while a new session replaces one the server lost, so
 	// that calls that all meet the loss start one session, not one each.
 	renew chan struct{}
+	// answering holds a place for each server request being answered
+	// (MaxServerRequests places; reply).
+	answering chan struct{}
 
 	mu          sync.Mutex
 	closed      bool
@@ -350,7 +368,7 @@ func (t *httpTransport) runStandalone(ctx context.Context, sid string, opened ch
 			failures++ // lost on the way: try again
 		case resp.StatusCode == http.StatusOK && isEventStream(resp):
 			before := lastID
-			got, err := t.readStandalone(resp.Body, &lastID, &retry)
+			got, err := t.readStandalone(ctx, resp.Body, &lastID, &retry)
 			resp.Body.Close()
 			if ctx.Err() != nil {
 				return
@@ -435,7 +453,7 @@ func (t *httpTransport) getStream(ctx context.Context, sid, lastID string) (*htt
 // by POST, and a response (a resumed stream may replay one) goes to the
 // call that waits for it. got reports whether it carried a message; err
 // is why it ended (io.EOF: the server ended it).
-func (t *httpTransport) readStandalone(body io.Reader, lastID *string, retry *time.Duration) (bool, error) {
+func (t *httpTransport) readStandalone(ctx context.Context, body io.Reader, lastID *string, retry *time.Duration) (bool, error) {
 	r := t.newEventReader(body, lastID, retry)
 	got := false
 	for {
@@ -445,7 +463,7 @@ func (t *httpTransport) readStandalone(body io.Reader, lastID *string, retry *ti
 		}
 		if name == eventMessage {
 			got = true
-			t.event(data, "")
+			t.event(data, "", ctx.Done())
 		}
 	}
 }
@@ -955,7 +973,7 @@ func answerOf(msg *jsonrpc.Message, id jsonrpc.ID, borrowed bool) (json.RawMessa
 func (t *httpTransport) readStream(ctx context.Context, body io.Reader, id jsonrpc.ID) (json.RawMessage, error) {
 	lastID, retry := "", time.Second
 	for resumes := 0; ; resumes++ {
-		res, done, err := t.scanEvents(body, id, &lastID, &retry)
+		res, done, err := t.scanEvents(body, id, &lastID, &retry, ctx.Done())
 		if done || err != nil {
 			return res, err
 		}
@@ -1014,8 +1032,9 @@ func (t *httpTransport) resume(ctx context.Context, lastID string) (*http.Respon
 
 // scanEvents reads one stream body; done reports the response to id.
 // Only message events are messages: an event of another type (a 2024-11-05
-// endpoint event, say) is not one, as EventSource clients have it.
-func (t *httpTransport) scanEvents(body io.Reader, id jsonrpc.ID, lastID *string, retry *time.Duration) (json.RawMessage, bool, error) {
+// endpoint event, say) is not one, as EventSource clients have it. stop
+// ends the stream's reader (reply).
+func (t *httpTransport) scanEvents(body io.Reader, id jsonrpc.ID, lastID *string, retry *time.Duration, stop <-chan struct{}) (json.RawMessage, bool, error) {
 	r := t.newEventReader(body, lastID, retry)
 	for {
 		name, data, err := r.next()
@@ -1028,7 +1047,7 @@ func (t *httpTransport) scanEvents(body io.Reader, id jsonrpc.ID, lastID *string
 		if name != eventMessage {
 			continue
 		}
-		if res, done, err := t.event(data, id); done {
+		if res, done, err := t.event(data, id, stop); done {
 			return res, true, err
 		}
 	}
@@ -1106,7 +1125,10 @@ func (r *eventReader) next() (string, []byte, error) {
 			}
 		case "retry":
 			if ms, err := strconv.Atoi(string(value)); err == nil && ms >= 0 {
-				*r.retry = time.Duration(ms) * time.Millisecond
+				// Clamped before it is multiplied: a server's retry of
+				// 10^13 ms would overflow into a negative delay, and a
+				// reconnection loop without a pause.
+				*r.retry = time.Duration(min(ms, maxRetryMillis)) * time.Millisecond
 			}
 		}
 	}
@@ -1118,6 +1140,10 @@ func (r *eventReader) next() (string, []byte, error) {
 	}
 	return "", nil, io.EOF
 }
+
+// maxRetryMillis bounds the reconnection delay a server may ask for (the
+// SSE retry field): an hour.
+const maxRetryMillis = 3_600_000
 
 // eventType names an event without allocating for the types MCP uses.
 func eventType(name []byte) string {
@@ -1151,8 +1177,9 @@ func splitEventLines(data []byte, atEOF bool) (int, []byte, error) {
 	return 0, nil, nil // a CR at the end: wait for a possible LF
 }
 
-// event handles one event's data; done reports the response to id.
-func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool, error) {
+// event handles one event's data; done reports the response to id. stop
+// is closed when the stream's reader gives up (reply).
+func (t *httpTransport) event(data []byte, id jsonrpc.ID, stop <-chan struct{}) (json.RawMessage, bool, error) {
 	msg, err := jsonrpc.Decode(data, nil)
 	if err != nil {
 		return nil, false, nil // not a message: ignored, like a stray line on stdio
@@ -1165,7 +1192,7 @@ func (t *httpTransport) event(data []byte, id jsonrpc.ID) (json.RawMessage, bool
 	case jsonrpc.KindRequest:
 		// A legacy server asking us something (sampling, elicitation,
 		// roots): answered on a POST of its own.
-		t.reply(id, jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)), t.url)
+		t.reply(id, jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)), t.url, stop)
 	case jsonrpc.KindResult, jsonrpc.KindError:
 		if string(msg.ID) != string(id) {
 			// A legacy server may answer a call on another stream (its
@@ -1212,9 +1239,35 @@ func (e *AnswerRefusedError) Unwrap() error { return e.Err }
 // the server refuses the answer, that call fails with an
 // *AnswerRefusedError. The answer is POSTed to to: the MCP endpoint, or an
 // HTTP+SSE server's message endpoint.
-func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.RawMessage, to string) {
-	t.goBackground(func() {
-		var body []byte
+//
+// At most MaxServerRequests answers are in flight: reply, called by the
+// stream's reader, waits for a place, so that the server's requests cost
+// a bounded number of goroutines and POSTs however fast it sends them
+// (the stream is read no faster than they are answered). stop (the
+// stream's end) or the session's close ends the wait, and the request
+// is left unanswered: nobody would read the answer.
+func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.RawMessage, to string, stop <-chan struct{}) {
+	select {
+	case t.answering <- struct{}{}:
+	case <-t.base.Done():
+		return
+	case <-stop:
+		return
+	default:
+		// Every place is taken (answers waiting on a person, say). This
+		// one is answered at once, on the reader's goroutine, rather than
+		// waited for: a reader that stopped for a place could stop the
+		// very stream that carries what the waiting answers need.
+		if method == mcp.MethodPing {
+			t.answer(call, id, method, to, map[string]any{}, nil)
+			return
+		}
+		t.answer(call, id, method, to, nil, jsonrpc.NewError(jsonrpc.CodeServerBusy,
+			fmt.Sprintf("the client is answering %d of the server's requests already (ClientOptions.MaxServerRequests)", cap(t.answering)), nil))
+		return
+	}
+	if !t.goBackground(func() {
+		defer func() { <-t.answering }()
 		var res any
 		var err error
 		switch {
@@ -1225,41 +1278,51 @@ func (t *httpTransport) reply(call, id jsonrpc.ID, method string, params json.Ra
 		default:
 			err = jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", method)
 		}
-		raw, merr := jsonrpc.RawValue(res)
-		var je *jsonrpc.Error
-		switch {
-		case err != nil && errors.As(err, &je):
-			body = jsonrpc.AppendErrorResponse(nil, id, je)
-		case err != nil:
-			body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil))
-		case merr != nil:
-			body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.NewError(jsonrpc.CodeInternalError, merr.Error(), nil))
-		default:
-			body = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":`...), raw...), '}')
+		t.answer(call, id, method, to, res, err)
+	}) {
+		<-t.answering
+	}
+}
+
+// answer POSTs the answer to the server's request id (res, or err) to
+// to; when the server refuses it, the call on whose stream the request
+// came fails with AnswerRefusedError.
+func (t *httpTransport) answer(call, id jsonrpc.ID, method, to string, res any, err error) {
+	var body []byte
+	raw, merr := jsonrpc.RawValue(res)
+	var je *jsonrpc.Error
+	switch {
+	case err != nil && errors.As(err, &je):
+		body = jsonrpc.AppendErrorResponse(nil, id, je)
+	case err != nil:
+		body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil))
+	case merr != nil:
+		body = jsonrpc.AppendErrorResponse(nil, id, jsonrpc.NewError(jsonrpc.CodeInternalError, merr.Error(), nil))
+	default:
+		body = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":`...), raw...), '}')
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, to, bytes.NewReader(body))
+	if rerr != nil {
+		return
+	}
+	t.setHeaders(req, "", nil)
+	var refused error
+	if resp, derr := t.do(req, body); derr != nil {
+		refused = t.sendError(derr)
+	} else {
+		if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+			refused = t.statusError(resp)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, to, bytes.NewReader(body))
-		if err != nil {
-			return
-		}
-		t.setHeaders(req, "", nil)
-		var refused error
-		if resp, err := t.do(req, body); err != nil {
-			refused = t.sendError(err)
-		} else {
-			if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-				refused = t.statusError(resp)
-			}
-			resp.Body.Close()
-		}
-		if refused == nil || call == "" {
-			return
-		}
-		if f, ok := t.failCall.Load(string(call)); ok {
-			f.(context.CancelCauseFunc)(&AnswerRefusedError{Method: method, Err: refused})
-		}
-	})
+		resp.Body.Close()
+	}
+	if refused == nil || call == "" {
+		return
+	}
+	if f, ok := t.failCall.Load(string(call)); ok {
+		f.(context.CancelCauseFunc)(&AnswerRefusedError{Method: method, Err: refused})
+	}
 }
 
 // idlessError reads an error response whose id is absent or null.

@@ -44,8 +44,8 @@ func FuzzEventReader(f *testing.F) {
 		if strings.ContainsRune(lastID, 0) {
 			t.Fatalf("an id with NUL kept: %q", lastID)
 		}
-		if retry < 0 {
-			t.Fatalf("a negative retry: %v", retry)
+		if retry < 0 || retry > time.Hour {
+			t.Fatalf("a retry of %v: not within [0, 1h] (regression: a large retry overflowed into a negative delay)", retry)
 		}
 	})
 }

@@ -263,7 +263,8 @@ func origin(u *url.URL) string {
 // readLink reads an HTTP+SSE server's event stream until it ends: answers
 // go to their calls, notifications to onNotify (on this goroutine, so that
 // a call's progress keeps its place before its answer), the server's
-// requests (mcp-go's keep-alive pings among them) are answered by POST. The
+// requests (mcp-go's keep-alive pings among them) are answered by POST, at
+// most MaxServerRequests at once (reading waits for a place). The
 // end of the stream ends the session: the calls waiting fail with an
 // ErrHTTPTransport error, and the next call starts a new session.
 func (t *httpTransport) readLink(l *sseLink, r *eventReader, body io.ReadCloser) {
@@ -294,7 +295,7 @@ func (t *httpTransport) readLink(l *sseLink, r *eventReader, body io.ReadCloser)
 				t.onNotify(msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)))
 			}
 		case jsonrpc.KindRequest:
-			t.reply("", jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)), l.endpoint)
+			t.reply("", jsonrpc.ID(bytes.Clone(msg.ID)), msg.MethodName(), json.RawMessage(bytes.Clone(msg.Params)), l.endpoint, l.done)
 		case jsonrpc.KindResult, jsonrpc.KindError:
 			l.deliver(msg.ID, data)
 		}

@@ -756,3 +756,97 @@ func TestHTTPClientWaitsTheProbeTimeoutForTheEndpointEvent(t *testing.T) {
 		}
 	})
 }
+
+// answerCounter is the part of a fake server that takes the client's
+// answers to its requests: each POSTed answer is held until release is
+// closed, so that the answers in flight at once can be counted.
+type answerCounter struct {
+	release chan struct{}
+
+	mu                     sync.Mutex
+	inflight, peak, served int
+}
+
+func newAnswerCounter() *answerCounter { return &answerCounter{release: make(chan struct{})} }
+
+func (a *answerCounter) take(w http.ResponseWriter) {
+	a.mu.Lock()
+	a.inflight++
+	a.peak = max(a.peak, a.inflight)
+	a.mu.Unlock()
+	<-a.release
+	a.mu.Lock()
+	a.inflight--
+	a.served++
+	a.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (a *answerCounter) counts() (peak, served int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.peak, a.served
+}
+
+// A server that streams requests (pings, as mcp-go's keep-alive sends
+// them, here 64 at once) gets at most MaxServerRequests (16) answers in
+// flight at once: the stream is read no faster than they are answered,
+// and every one is answered in the end. (A goroutine and a POST each,
+// without a bound, let a hostile server make the client start as many as
+// it liked.)
+func TestHTTPClientAnswersAtMost16OfAnHTTPSSEServersRequestsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		answers := newAnswerCounter()
+		events := make(chan string, 128)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "event: endpoint\ndata: /messages?sessionId=s\n\n")
+				w.(http.Flusher).Flush()
+				for {
+					select {
+					case ev := <-events:
+						io.WriteString(w, ev)
+						w.(http.Flusher).Flush()
+					case <-r.Context().Done():
+						return
+					}
+				}
+			}
+			if r.URL.Path != "/messages" {
+				http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+				return
+			}
+			var m sseMsg
+			json.NewDecoder(r.Body).Decode(&m)
+			switch {
+			case m.Method == "initialize":
+				w.WriteHeader(http.StatusAccepted)
+				events <- fmt.Sprintf("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"protocolVersion\":\"2024-11-05\",\"capabilities\":{},\"serverInfo\":{\"name\":\"s\",\"version\":\"1\"}}}\n\n", m.ID)
+			case m.Method != "":
+				w.WriteHeader(http.StatusAccepted)
+			default:
+				answers.take(w)
+			}
+		})
+		sess, err := streamable.Connect(t.Context(), "http://sse.test/sse", nil, &streamable.ClientOptions{Client: pipeClient(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		const n = 64
+		for i := range n {
+			events <- fmt.Sprintf("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}\n\n", i)
+		}
+		synctest.Wait()
+		// The pool's, and the one the stream's reader answers itself.
+		if peak, _ := answers.counts(); peak != streamable.DefaultMaxServerRequests+1 {
+			t.Errorf("%d answers in flight at once, want %d+1", peak, streamable.DefaultMaxServerRequests)
+		}
+		close(answers.release)
+		synctest.Wait()
+		if peak, served := answers.counts(); peak != streamable.DefaultMaxServerRequests+1 || served != n {
+			t.Errorf("%d answers in flight at most, %d answered; want %d+1 and %d", peak, served, streamable.DefaultMaxServerRequests, n)
+		}
+	})
+}

@@ -589,13 +589,20 @@ func (ex *exchange) abort() {
 
 // ----- a session's connections -----
 
-// willStream reports whether a message sent now would go out as an event
-// (with an id to resume from), not as the JSON answer. Under the
-// session's wmu, which keeps it true until deliver.
-func (ex *exchange) willStream(final bool) bool {
+// beginStream reports whether a message sent now goes out as an event
+// (with an id to resume from), not as the JSON answer, and starts the
+// event stream if it has not started: its priming event then takes its
+// place in the store, and on the wire, before the message's (a client
+// resuming from the priming id is sent the message). Under the session's
+// wmu, which keeps it true until deliver.
+func (ex *exchange) beginStream(final bool) bool {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	return !ex.closed && !ex.x.ending && (ex.started || (!final && ex.canSSE))
+	if ex.closed || ex.x.ending || ex.r.Context().Err() != nil || !(ex.started || (!final && ex.canSSE)) {
+		return false
+	}
+	ex.startStreamLocked()
+	return ex.started
 }
 
 // deliver writes one of a session's messages to this connection, as an

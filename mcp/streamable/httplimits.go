@@ -160,6 +160,15 @@ type Stats struct {
 	// SessionStore; the message is still delivered live, the session
 	// still served here.
 	StoreErrors int64
+	// ResumeTimeouts counts requests cancelled at their resume deadline:
+	// their POST connection went and no GET with Last-Event-ID took their
+	// stream over within three times SessionOptions.Retry (at least 10 s,
+	// at most IdleTimeout).
+	ResumeTimeouts int64
+	// RecordOverflows counts client messages left out of a session's
+	// SessionRecord because it was full (1024 subscriptions, 256 KiB), and
+	// initialize requests too large (64 KiB) for their session to be shared.
+	RecordOverflows int64
 
 	// SSE counts the 2024-11-05 HTTP+SSE sessions (Options.SSE).
 	SSE SSEStats
@@ -297,6 +306,8 @@ func (h *Handler) Stats() Stats {
 		s.SessionsCreated = t.created.Load()
 		s.SessionsExpired = t.expired.Load()
 		s.EventsReplayed = t.replayed.Load()
+		s.ResumeTimeouts = t.resumeTimeouts.Load()
+		s.RecordOverflows = t.recordOverflows.Load()
 	}
 	s.SSE = h.SSEStats()
 	return s

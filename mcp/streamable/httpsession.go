@@ -16,6 +16,7 @@ import (
 
 	clist "container/list"
 
+	"github.com/agentwire/agentwire/internal/refusal"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/mcp/auth"
@@ -70,7 +71,41 @@ const (
 	storeTimeout = 5 * time.Second
 	// gStream is the id of a session's standalone (GET) stream.
 	gStream = "g"
+	// minResumeWait is the least time a request whose POST connection
+	// went, its stream resumable, waits for a GET to take the stream
+	// over (Last-Event-ID) before it is cancelled: the resume deadline is
+	// three times Retry, at least this, at most IdleTimeout. A client
+	// whose connection broke reconnects after Retry; one that does not
+	// come back must not hold the request, its MaxInFlight place and its
+	// session forever.
+	minResumeWait = 10 * time.Second
+	// maxRecordSubscriptions bounds the resources/subscribe a session's
+	// SessionRecord keeps, as mcp/server's DefaultMaxResourceSubscriptions
+	// bounds a connection's: a record is saved whole on every change.
+	maxRecordSubscriptions = 1024
+	// maxRecordBytes bounds a SessionRecord's restore messages in all, and
+	// maxInitRecordBytes its initialize (whose capabilities and
+	// clientInfo are the client's to make large): a session whose
+	// initialize is larger is not shared (no record; another instance
+	// answers 404 and the client initializes again there).
+	maxRecordBytes     = 256 << 10
+	maxInitRecordBytes = 64 << 10
+	// recordOverhead is what a restore message costs besides its params.
+	recordOverhead = 64
 )
+
+// The session table's own logs, once per burst each, beside the
+// handler's refusals (httplimits.go).
+const (
+	logResumeTimeout = iota
+	logRecordFull
+	numSessionLogs
+)
+
+var sessionLogMessages = [numSessionLogs]string{
+	logResumeTimeout: "mcp http: cancelled a request whose client went and resumed none of its stream in time (the resume deadline)",
+	logRecordFull:    "mcp http: a client message was left out of its session's record (too many subscriptions, or too large): another instance restoring the session will not see it",
+}
 
 // The JSON-RPC codes of the session errors, as the TypeScript SDK sends
 // them: -32000 for a missing header, -32001 for an unknown session.
@@ -91,9 +126,18 @@ type sessionTable struct {
 	retry     []byte        // "retry: N\n\n"
 	retryMS   string
 
+	// resumeWait is the resume deadline of a request whose POST went
+	// (minResumeWait says why).
+	resumeWait time.Duration
+
 	created  atomic.Int64
 	expired  atomic.Int64
 	replayed atomic.Int64
+	// resumeTimeouts counts requests cancelled at their resume deadline;
+	// recordOverflows client messages left out of a record (full).
+	resumeTimeouts  atomic.Int64
+	recordOverflows atomic.Int64
+	logs            [numSessionLogs]refusal.Log
 
 	mu     sync.Mutex
 	m      map[string]*httpSession
@@ -108,7 +152,30 @@ type sessionTable struct {
 	// ending holds ended sessions whose connection still runs handlers
 	// (the end-of-stream grace): Shutdown waits for them.
 	ending map[*httpSession]struct{}
-	closed bool // Shutdown has ended the sessions: no new one
+	// detached lists the resume deadlines of requests whose POST went
+	// (*detachment), earliest first: every deadline is resumeWait after
+	// its start, so the order they are added in is their order, and the
+	// sweeper serves them all without a timer of their own.
+	detached clist.List
+	// restores holds the ids being loaded from the Store, so that
+	// concurrent requests for one id load it once. An entry lives only
+	// while the request that made it runs: there are at most MaxInFlight.
+	restores map[string]*restoreCall
+	closed   bool // Shutdown has ended the sessions: no new one
+}
+
+// detachment is the resume deadline of one request whose POST went.
+type detachment struct {
+	s  *httpSession
+	st *sseStream
+	at time.Duration // since the handler's epoch; st.detachAt while it stands
+}
+
+// restoreCall is one load of a session from the Store, which concurrent
+// requests for the same id wait for.
+type restoreCall struct {
+	done chan struct{}
+	none bool // there is no such session for its caller: answer 404
 }
 
 func newSessionTable(h *Handler, b Backend, o *SessionOptions) *sessionTable {
@@ -116,7 +183,7 @@ func newSessionTable(h *Handler, b Backend, o *SessionOptions) *sessionTable {
 	if !ok {
 		panic("streamable: Options.Sessions needs a backend that is a SessionBackend")
 	}
-	t := &sessionTable{h: h, opts: *o, backend: sb, m: map[string]*httpSession{}, ending: map[*httpSession]struct{}{}}
+	t := &sessionTable{h: h, opts: *o, backend: sb, m: map[string]*httpSession{}, ending: map[*httpSession]struct{}{}, restores: map[string]*restoreCall{}}
 	op := &t.opts
 	if op.IdleTimeout <= 0 {
 		op.IdleTimeout = DefaultSessionIdleTimeout
@@ -146,6 +213,10 @@ func newSessionTable(h *Handler, b Backend, o *SessionOptions) *sessionTable {
 	t.follower, _ = op.Events.(EventFollower)
 	t.retryMS = strconv.FormatInt(op.Retry.Milliseconds(), 10)
 	t.retry = []byte("retry: " + t.retryMS + "\n\n")
+	t.resumeWait = min(max(3*op.Retry, minResumeWait), op.IdleTimeout)
+	for i := range t.logs {
+		t.logs[i].Logger = h.log
+	}
 	return t
 }
 
@@ -198,15 +269,39 @@ type httpSession struct {
 	failed  bool                  // initialize was answered with an error: the session goes
 	drops   int                   // answers of restoring messages still to come
 	dropped chan struct{}         // closed when drops reaches 0
+	// finished: its connection's end has begun (finishKeep); no GET may
+	// start following a stream of it any more.
+	finished bool
+	// follows are its GETs following a stream of another instance
+	// (EventFollower): Shutdown and the session's end close them.
+	follows map[*exchange]struct{}
 	// What rebuilds it elsewhere (SessionOptions.Store): the client's
-	// messages, raw.
-	rInit, rInitialized, rLevel []byte
-	rSubs                       []restoreSub
+	// messages that built its state, each kept once it was answered
+	// successfully, re-encoded with its minimal params under an id of
+	// the record's (rSeq: the client's ids do not matter, its answers
+	// are dropped). rBytes is what they come to (maxRecordBytes).
+	rInit, rLevel []byte
+	rInitialized  bool
+	rSubs         []restoreSub
+	rBytes        int
+	rSeq          int64
+	// unshared: its initialize was too large to record; it has no record.
+	unshared bool
 }
 
+// restoreSub is one live subscription a record keeps.
 type restoreSub struct {
 	uri string
-	raw []byte
+	msg []byte // its resources/subscribe, re-encoded
+}
+
+// recordable is what a record keeps of one client request, once it has
+// been answered successfully: its method and its params, re-encoded with
+// only what restoring needs.
+type recordable struct {
+	method string
+	params []byte
+	uri    string // resources/subscribe and resources/unsubscribe
 }
 
 // sseStream is one logical stream of a session: the standalone stream, or
@@ -221,11 +316,21 @@ type sseStream struct {
 	// can therefore resume it. Set under wmu; read without.
 	hasID atomic.Bool
 
+	// keep is what the session's record keeps of its request once it is
+	// answered successfully (SessionOptions.Store); nil for nothing.
+	keep *recordable
+
 	// Under httpSession.mu.
 	conn      *exchange // the live connection; nil when none
 	answered  bool
 	cancelled bool
-	hold      bool // it keeps the session busy since its POST went away
+	// hold: it holds the session busy (the unit its POST acquired), until
+	// it is answered or forgotten, or its resume deadline passes.
+	hold bool
+	// detachAt is when its request is cancelled unless a connection takes
+	// the stream over (since the handler's epoch); 0 while a connection
+	// carries it, or before its POST went.
+	detachAt time.Duration
 }
 
 // since is the handler's monotonic clock.
@@ -235,16 +340,12 @@ func (h *Handler) since() time.Duration { return time.Since(h.epoch) }
 
 // mint makes the session an initialize request (without Mcp-Session-Id)
 // opens, busy for that request; nil when the table is full and nothing
-// could be evicted (503 answered).
-func (t *sessionTable) mint(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte) *httpSession {
+// could be evicted (503 answered). Its record keeps the initialize once
+// it is answered successfully.
+func (t *sessionTable) mint(w http.ResponseWriter, r *http.Request, ex *exchange) *httpSession {
 	s := t.newSession(randomID(16), ex.id.Owner(), ex.id, ex.note.Version)
 	if t.insert(w, r, s, false) != inserted {
 		return nil
-	}
-	if t.opts.Store != nil {
-		s.mu.Lock()
-		s.rInit = bytes.Clone(body)
-		s.mu.Unlock()
 	}
 	return s
 }
@@ -350,6 +451,17 @@ func (t *sessionTable) acquire(w http.ResponseWriter, r *http.Request, id string
 			<-ready
 			continue
 		}
+		if s == nil {
+			if call := t.restores[id]; call != nil {
+				// Being loaded for another request: its answer is ours.
+				t.mu.Unlock()
+				<-call.done
+				if call.none {
+					break
+				}
+				continue
+			}
+		}
 		if s != nil && s.owner == owner {
 			if s.in != nil && now-s.seen >= t.timeoutOf(s) {
 				// Expired, and the sweeper has not come yet.
@@ -376,18 +488,27 @@ func (t *sessionTable) acquire(w http.ResponseWriter, r *http.Request, id string
 			}
 			return s
 		}
-		t.mu.Unlock()
-		if s == nil && t.opts.Store != nil {
-			s, answered := t.restore(w, r, id, ident)
-			if s != nil || answered {
-				return s
-			}
-			t.mu.Lock()
-			again := t.m[id] != nil
+		if s != nil || t.opts.Store == nil {
 			t.mu.Unlock()
-			if again {
-				continue // restored by a concurrent request meanwhile
-			}
+			break
+		}
+		// Not held here: perhaps another instance's, or one that stopped.
+		call := &restoreCall{done: make(chan struct{})}
+		t.restores[id] = call
+		t.mu.Unlock()
+		s, how := t.restore(w, r, id, ident)
+		t.mu.Lock()
+		delete(t.restores, id)
+		t.mu.Unlock()
+		call.none = how == restoredNone
+		close(call.done)
+		switch how {
+		case restoredOK:
+			return s
+		case restoredAnswered:
+			return nil
+		case restoredRetry:
+			continue
 		}
 		break
 	}
@@ -426,44 +547,56 @@ func (t *sessionTable) drop(s *httpSession, elsewhere bool) {
 	}
 }
 
+// What restore did.
+const (
+	restoredOK       = iota
+	restoredNone     // no such session for the caller: 404 is to be answered
+	restoredAnswered // answered: 503 (the Store failed, or the table is full)
+	restoredRetry    // the table has the id now: look again
+)
+
 // restore rebuilds a session another instance made (or one that
 // stopped) from its record: a new connection is fed the client's
-// messages that built its state, their answers dropped. It returns nil
-// when there is no such session for the caller; answered reports that it
-// answered (503). While it works the session is in the table, restoring:
-// concurrent requests for it wait instead of restoring it again.
-func (t *sessionTable) restore(w http.ResponseWriter, r *http.Request, id string, ident *auth.Identity) (s *httpSession, answered bool) {
-	s = t.newSession(id, ident.Owner(), ident, "")
+// messages that built its state, their answers dropped. The record is
+// loaded first, and only a session that exists, for this caller, enters
+// the table: an id that names nothing costs one Load, never a
+// connection, and never evicts a live session to make room. A Store that
+// fails is 503 (Retry-After: 1), not 404, which would make the client
+// drop a session that lives on. While the connection is fed the session
+// is in the table, restoring: concurrent requests for it wait.
+func (t *sessionTable) restore(w http.ResponseWriter, r *http.Request, id string, ident *auth.Identity) (*httpSession, int) {
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	rec, err := t.opts.Store.Load(ctx, id)
+	cancel()
+	owner := ident.Owner()
+	switch {
+	case errors.Is(err, ErrUnknownSession):
+		return nil, restoredNone
+	case err != nil:
+		if r.Context().Err() == nil { // not merely its client gone
+			t.h.limits.refused(refStoreError, "op", "load", "error", err)
+		}
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "", jsonrpc.CodeInternalError, "Service Unavailable: the session store failed", nil)
+		return nil, restoredAnswered
+	case rec == nil || rec.ID != id || rec.Owner != owner:
+		return nil, restoredNone // another identity's: as if there were none
+	}
+	s := t.newSession(id, owner, ident, rec.Version)
 	ready := make(chan struct{})
 	s.restoring = ready
 	defer close(ready)
 	switch t.insert(w, r, s, true) {
 	case insertFull:
-		return nil, true
+		return nil, restoredAnswered
 	case insertExists:
-		return nil, false // made or restored by another request meanwhile
-	}
-	rec, err := t.opts.Store.Load(r.Context(), id)
-	if err == nil && (rec.Owner != s.owner || rec.ID != id) {
-		err = ErrUnknownSession // another identity's: as if there were none
-	}
-	if err != nil {
-		if !errors.Is(err, ErrUnknownSession) {
-			t.h.limits.refused(refStoreError, "op", "load", "error", err)
-		}
-		t.mu.Lock()
-		t.removeLocked(s)
-		s.restoring = nil
-		t.mu.Unlock()
-		s.conn.EndInput()
-		return nil, false
+		return nil, restoredRetry // made or restored by another request meanwhile
 	}
 	// The messages go in one at a time, as the client sent them; each
 	// request's answer goes nowhere.
 	msgs := make([]jsonrpc.Message, len(rec.Restore))
 	raws := make([][]byte, len(rec.Restore))
 	s.mu.Lock()
-	s.version = rec.Version
 	s.dropped = make(chan struct{})
 	for i, raw := range rec.Restore {
 		raws[i] = bytes.Clone(raw) // the connection owns what it is given
@@ -491,7 +624,14 @@ func (t *sessionTable) restore(w http.ResponseWriter, r *http.Request, id string
 		if msgs[i].Kind == 0 {
 			continue
 		}
-		s.record(&msgs[i], rec.Restore[i])
+		// Kept again as it was (a record's messages were answered
+		// successfully), re-encoded: a record an older version saved
+		// with the client's bodies as they were shrinks to what counts.
+		if msgs[i].Kind == jsonrpc.KindNotification && msgs[i].MethodName() == mcp.MethodInitialized {
+			s.keepInitialized()
+		} else if rc := recordableOf(&msgs[i]); rc != nil {
+			s.keep(rc)
+		}
 		s.conn.ReceiveDecoded(raws[i], &msgs[i], nil)
 	}
 	timer := time.NewTimer(restoreWait)
@@ -516,9 +656,9 @@ func (t *sessionTable) restore(w http.ResponseWriter, r *http.Request, id string
 	t.mu.Unlock()
 	if ended {
 		t.finishKeep(s, true)
-		return nil, false
+		return nil, restoredNone
 	}
-	return s, false
+	return s, restoredOK
 }
 
 // release ends a caller's use of s: a session nothing uses idles from
@@ -626,11 +766,19 @@ func (t *sessionTable) finish(s *httpSession, deleteRecord bool) {
 func (t *sessionTable) finishKeep(s *httpSession, keepEvents bool) {
 	s.mu.Lock()
 	s.gone = !keepEvents
+	s.finished = true
 	get := s.g.conn
 	s.g.conn = nil
+	follows := make([]*exchange, 0, len(s.follows))
+	for ex := range s.follows {
+		follows = append(follows, ex)
+	}
 	s.mu.Unlock()
 	if get != nil {
 		get.closeStream()
+	}
+	for _, ex := range follows {
+		ex.closeStream()
 	}
 	s.conn.EndInput()
 	select {
@@ -665,6 +813,9 @@ func (t *sessionTable) armLocked(now time.Duration) {
 	if len(t.ending) > 0 {
 		earlier(now + time.Second)
 	}
+	if e := t.detached.Front(); e != nil {
+		earlier(e.Value.(*detachment).at)
+	}
 	if next < 0 {
 		return
 	}
@@ -684,13 +835,23 @@ func (t *sessionTable) armLocked(now time.Duration) {
 }
 
 // sweep is one run of the sweeper: it ends the sessions idle past their
-// timeout, touches in the Store those kept busy by an open stream, and
-// forgets ended sessions whose connection has finished.
+// timeout, cancels the requests whose resume deadline has passed, touches
+// in the Store the sessions kept busy by an open stream, and forgets
+// ended sessions whose connection has finished.
 func (t *sessionTable) sweep() {
 	now := t.h.since()
 	var expired, touch []*httpSession
+	var due []*detachment
 	t.mu.Lock()
 	t.wakeAt = 0
+	for e := t.detached.Front(); e != nil; e = t.detached.Front() {
+		d := e.Value.(*detachment)
+		if d.at > now {
+			break
+		}
+		t.detached.Remove(e)
+		due = append(due, d)
+	}
 	for _, l := range []*clist.List{&t.fresh, &t.idle} {
 		for e := l.Front(); e != nil; e = l.Front() {
 			s := e.Value.(*httpSession)
@@ -719,6 +880,14 @@ func (t *sessionTable) sweep() {
 	}
 	t.armLocked(now)
 	t.mu.Unlock()
+	// First the deadlines: a request cancelled now no longer keeps its
+	// session busy, and the session idles from now on.
+	for _, d := range due {
+		if d.s.resumeTimedOut(d.st, d.at) {
+			t.resumeTimeouts.Add(1)
+			t.logs[logResumeTimeout].Refused(sessionLogMessages[logResumeTimeout], "wait", t.resumeWait)
+		}
+	}
 	t.expired.Add(int64(len(expired)))
 	for _, s := range expired {
 		t.finish(s, false)
@@ -745,20 +914,32 @@ func (t *sessionTable) saveState(ctx context.Context, s *httpSession) {
 	t.save(ctx, s, ttl)
 }
 
+// initializedRecord is notifications/initialized as a record keeps it.
+var initializedRecord = json.RawMessage(`{"jsonrpc":"2.0","method":"` + mcp.MethodInitialized + `"}`)
+
 // save writes s's record to the Store.
 func (t *sessionTable) save(ctx context.Context, s *httpSession, ttl time.Duration) {
 	if t.opts.Store == nil {
 		return
 	}
 	s.mu.Lock()
+	if s.unshared {
+		s.mu.Unlock()
+		return
+	}
 	rec := &SessionRecord{ID: s.id, Owner: s.owner, Version: s.version, Holder: t.opts.Instance}
-	for _, raw := range [][]byte{s.rInit, s.rInitialized, s.rLevel} {
-		if raw != nil {
-			rec.Restore = append(rec.Restore, raw)
-		}
+	rec.Restore = make([]json.RawMessage, 0, 3+len(s.rSubs))
+	if s.rInit != nil {
+		rec.Restore = append(rec.Restore, s.rInit)
+	}
+	if s.rInitialized {
+		rec.Restore = append(rec.Restore, initializedRecord)
+	}
+	if s.rLevel != nil {
+		rec.Restore = append(rec.Restore, s.rLevel)
 	}
 	for _, sub := range s.rSubs {
-		rec.Restore = append(rec.Restore, sub.raw)
+		rec.Restore = append(rec.Restore, sub.msg)
 	}
 	s.mu.Unlock()
 	if err := t.opts.Store.Save(ctx, rec, ttl); err != nil {
@@ -766,41 +947,130 @@ func (t *sessionTable) save(ctx context.Context, s *httpSession, ttl time.Durati
 	}
 }
 
-// record keeps a client message that a restored session must see again;
-// it reports whether it did (the record is to be saved).
-func (s *httpSession) record(msg *jsonrpc.Message, raw []byte) bool {
-	if s.t.opts.Store == nil {
-		return false
-	}
+// recordableOf returns what a session's record keeps of a client request
+// once it is answered successfully: its params re-encoded with only what
+// restoring it needs (read as the server reads them), so that a record
+// holds no padding a client sent along; nil for a request no record keeps,
+// or one it cannot keep.
+func recordableOf(msg *jsonrpc.Message) *recordable {
 	method := msg.MethodName()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch method {
 	case mcp.MethodInitialize:
-		s.rInit = bytes.Clone(raw)
-	case mcp.MethodInitialized:
-		s.rInitialized = bytes.Clone(raw)
+		var p struct {
+			ProtocolVersion json.RawMessage `json:"protocolVersion,omitempty"`
+			Capabilities    json.RawMessage `json:"capabilities,omitempty"`
+			ClientInfo      json.RawMessage `json:"clientInfo,omitempty"`
+		}
+		if json.Unmarshal(msg.Params, &p) != nil {
+			return nil
+		}
+		b, err := json.Marshal(&p)
+		if err != nil {
+			return nil
+		}
+		return &recordable{method: method, params: b}
 	case "logging/setLevel":
-		s.rLevel = bytes.Clone(raw)
+		var p struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal(msg.Params, &p) != nil {
+			return nil
+		}
+		b := jsonrpc.AppendString(append(make([]byte, 0, 16+len(p.Level)), `{"level":`...), p.Level)
+		return &recordable{method: method, params: append(b, '}')}
 	case "resources/subscribe", "resources/unsubscribe":
 		var p struct {
 			URI string `json:"uri"`
 		}
 		if json.Unmarshal(msg.Params, &p) != nil || p.URI == "" {
-			return false
+			return nil
 		}
-		for i, sub := range s.rSubs {
-			if sub.uri == p.URI {
-				s.rSubs = slices.Delete(s.rSubs, i, i+1)
-				break
+		b := jsonrpc.AppendString(append(make([]byte, 0, 16+len(p.URI)), `{"uri":`...), p.URI)
+		return &recordable{method: method, params: append(b, '}'), uri: p.URI}
+	}
+	return nil
+}
+
+// keep records what rc says in the session's record; it reports whether
+// the record changed (and is to be saved). What would overflow the record
+// (maxRecordSubscriptions, maxRecordBytes, maxInitRecordBytes) is left
+// out, counted and logged.
+func (s *httpSession) keep(rc *recordable) bool {
+	changed, full := s.keepLocked(rc)
+	if full {
+		t := s.t
+		t.recordOverflows.Add(1)
+		t.logs[logRecordFull].Refused(sessionLogMessages[logRecordFull], "method", rc.method,
+			"max_subscriptions", maxRecordSubscriptions, "max_bytes", maxRecordBytes)
+	}
+	return changed
+}
+
+func (s *httpSession) keepLocked(rc *recordable) (changed, full bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msg := func() []byte {
+		s.rSeq++
+		b := make([]byte, 0, recordOverhead+len(rc.method)+len(rc.params))
+		b = strconv.AppendInt(append(b, `{"jsonrpc":"2.0","id":`...), s.rSeq, 10)
+		b = jsonrpc.AppendString(append(b, `,"method":`...), rc.method)
+		return append(append(append(b, `,"params":`...), rc.params...), '}')
+	}
+	switch rc.method {
+	case mcp.MethodInitialize:
+		if len(rc.params) > maxInitRecordBytes {
+			// Not shared: a record that large would be written again
+			// on every change of the session's state.
+			s.unshared = true
+			return false, true
+		}
+		m := msg()
+		s.rBytes += len(m) - len(s.rInit)
+		s.rInit = m
+	case "logging/setLevel":
+		if s.rLevel != nil && bytes.HasSuffix(s.rLevel, append(append([]byte(`"params":`), rc.params...), '}')) {
+			return false, false // that level already
+		}
+		m := msg()
+		s.rBytes += len(m) - len(s.rLevel)
+		s.rLevel = m
+	case "resources/subscribe":
+		for _, sub := range s.rSubs {
+			if sub.uri == rc.uri {
+				return false, false // subscribed already
 			}
 		}
-		if method == "resources/subscribe" {
-			s.rSubs = append(s.rSubs, restoreSub{uri: p.URI, raw: bytes.Clone(raw)})
+		if len(s.rSubs) >= maxRecordSubscriptions || s.rBytes+recordOverhead+len(rc.params) > maxRecordBytes {
+			return false, true
 		}
+		m := msg()
+		s.rSubs = append(s.rSubs, restoreSub{uri: rc.uri, msg: m})
+		s.rBytes += len(m)
+	case "resources/unsubscribe":
+		i := slices.IndexFunc(s.rSubs, func(sub restoreSub) bool { return sub.uri == rc.uri })
+		if i < 0 {
+			return false, false
+		}
+		s.rBytes -= len(s.rSubs[i].msg)
+		s.rSubs = slices.Delete(s.rSubs, i, i+1)
 	default:
+		return false, false
+	}
+	return true, false
+}
+
+// keepInitialized records notifications/initialized; it reports whether
+// the record changed (the first time only).
+func (s *httpSession) keepInitialized() bool {
+	if s.t.opts.Store == nil {
 		return false
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rInitialized {
+		return false
+	}
+	s.rInitialized = true
 	return true
 }
 
@@ -829,7 +1099,13 @@ func (s *httpSession) forgetRequest(id string, cancelled bool) {
 		s.mu.Unlock()
 		return
 	}
-	delete(s.byReq, id)
+	s.forgetLocked(st, cancelled)
+}
+
+// forgetLocked is forgetRequest for st, which is its request's stream;
+// it unlocks s.mu.
+func (s *httpSession) forgetLocked(st *sseStream, cancelled bool) {
+	delete(s.byReq, st.req)
 	delete(s.live, st.id)
 	st.answered = true
 	st.cancelled = cancelled
@@ -843,10 +1119,57 @@ func (s *httpSession) forgetRequest(id string, cancelled bool) {
 		s.t.release(s)
 	}
 	if st.hasID.Load() {
+		// Nothing more will be sent on it: its events may go.
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		s.t.events.EndStream(ctx, s.id, st.id)
 		cancel()
 	}
+}
+
+// cancelRequest cancels request rid in the session's connection, as the
+// client's notifications/cancelled would.
+func (s *httpSession) cancelRequest(rid, reason string) {
+	note := append([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`), rid...)
+	note = jsonrpc.AppendString(append(note, `,"reason":`...), reason)
+	s.conn.Receive(append(note, "}}"...))
+}
+
+// detachLocked starts the resume deadline of a POST stream whose
+// connection went (st.conn is nil) before its request was answered; it
+// reports whether it did, the caller then listing it (listDetached)
+// once s.mu is unlocked. A deadline that stands is kept. Under s.mu.
+func (s *httpSession) detachLocked(st *sseStream, now time.Duration) bool {
+	if st == &s.g || st.drop || st.answered || st.conn != nil || st.detachAt != 0 || s.gone || s.byReq[st.req] != st {
+		return false
+	}
+	st.detachAt = max(now+s.t.resumeWait, 1)
+	return true
+}
+
+// listDetached puts st's resume deadline, at, on the sweeper's list.
+func (t *sessionTable) listDetached(s *httpSession, st *sseStream, at time.Duration) {
+	t.mu.Lock()
+	if !t.closed && !s.ended {
+		t.detached.PushBack(&detachment{s: s, st: st, at: at})
+		t.armLocked(t.h.since())
+	}
+	t.mu.Unlock()
+}
+
+// resumeTimedOut cancels the request of a stream whose resume deadline
+// at has passed with no connection taking the stream over: its client
+// has gone for good, and the request must not hold its MaxInFlight place
+// and its session for as long as its handler cares to wait (an
+// elicitation nobody will answer). It reports whether it did.
+func (s *httpSession) resumeTimedOut(st *sseStream, at time.Duration) bool {
+	s.mu.Lock()
+	if st.detachAt != at || st.conn != nil || st.answered || s.gone || s.byReq[st.req] != st {
+		s.mu.Unlock()
+		return false
+	}
+	s.forgetLocked(st, true) // the session is not busy with it from now on
+	s.cancelRequest(st.req, "the client did not resume the request's stream in time")
+	return true
 }
 
 // ----- the session's output -----
@@ -910,19 +1233,42 @@ func (s *httpSession) WriteMessage(m *rpc.Outbound) error {
 			jsonrpc.NewError(jsonrpc.CodeInternalError, "the client has no stream open to be asked on (GET)", nil)))
 		return nil
 	}
-	if st.init && final && m.Kind == jsonrpc.KindResult && t.opts.Store != nil {
-		// Saved before the client can have the session's id: its next
-		// request may reach another instance.
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		t.save(ctx, s, t.opts.FirstIdleTimeout)
-		cancel()
+	if final && m.Kind == jsonrpc.KindResult && t.opts.Store != nil && (st.init || st.keep != nil) {
+		// Answered successfully: the record keeps the request from now
+		// on, saved before the client has the answer (its next request
+		// may reach another instance), and in the writer's order, so
+		// that a later state is never overwritten by an earlier one. The
+		// initialize's record is saved before the client can have the
+		// session's id.
+		changed := st.keep != nil && s.keep(st.keep)
+		ttl := time.Duration(0)
+		switch {
+		case st.init:
+			ttl = t.opts.FirstIdleTimeout
+		case changed:
+			t.mu.Lock()
+			ttl = t.opts.IdleTimeout
+			if !s.used {
+				ttl = t.opts.FirstIdleTimeout
+			}
+			t.mu.Unlock()
+		}
+		if ttl > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			t.save(ctx, s, ttl)
+			cancel()
+		}
 	}
+	// A stream that starts now starts with its priming event, in the
+	// store and on the wire before this message: a client resuming from
+	// the priming id must be sent the message.
+	streams := conn != nil && conn.beginStream(final)
 	var eid string
 	// A message is stored when its client can resume its stream: it has
 	// (or is about to have) an id of it. The GET stream's events are kept
 	// once a GET has been open, for its client to resume after a drop; a
 	// GET without Last-Event-ID does not replay them.
-	if !gone && t.resumable && ((st == &s.g && s.gEver) || st.hasID.Load() || (conn != nil && conn.willStream(final))) {
+	if !gone && t.resumable && ((st == &s.g && s.gEver) || st.hasID.Load() || streams) {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		id, err := t.events.Append(ctx, s.id, st.id, m.AppendTo(make([]byte, 0, m.Len())))
 		cancel()
@@ -936,22 +1282,41 @@ func (s *httpSession) WriteMessage(m *rpc.Outbound) error {
 	delivered := conn != nil && conn.deliver(m, eid, st.init && m.Kind == jsonrpc.KindError)
 	if conn != nil && !delivered {
 		// The client has gone, or a newer connection took the stream
-		// over: the message waits in the store.
+		// over: the message waits in the store, and a POST's request
+		// for a connection to take its stream over (its resume
+		// deadline).
+		now := t.h.since()
 		s.mu.Lock()
+		listed := false
 		if st.conn == conn {
 			st.conn = nil
+			listed = !final && s.detachLocked(st, now)
 		}
+		at := st.detachAt
 		s.mu.Unlock()
+		if listed {
+			t.listDetached(s, st, at)
+		}
+	}
+	if m.Kind == jsonrpc.KindRequest && !delivered && eid == "" {
+		// Neither written nor kept for a resumption (no event ids, the
+		// store failed, the session has ended): no answer can ever come,
+		// so the call fails now rather than wait for nothing.
+		s.conn.Receive(jsonrpc.AppendErrorResponse(nil, m.ID,
+			jsonrpc.NewError(jsonrpc.CodeInternalError, "the client's stream went before it could be asked", nil)))
 	}
 	if final {
-		s.answered(st, delivered)
+		s.answered(st)
 	}
 	return nil
 }
 
-// answered ends a POST stream whose response has been sent (delivered:
-// on a live connection).
-func (s *httpSession) answered(st *sseStream, delivered bool) {
+// answered ends a POST stream whose response has been sent. Its events
+// stay, to the store's retention: a connection that breaks after the
+// response was written, before its client read it, is resumed with the
+// response replayed (the in-memory store drops answered streams first
+// when it needs room).
+func (s *httpSession) answered(st *sseStream) {
 	s.mu.Lock()
 	if s.byReq[st.req] == st {
 		delete(s.byReq, st.req)
@@ -963,13 +1328,6 @@ func (s *httpSession) answered(st *sseStream, delivered bool) {
 	s.mu.Unlock()
 	if hold {
 		s.t.release(s)
-	}
-	if delivered && st.hasID.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		if err := s.t.events.EndStream(ctx, s.id, st.id); err != nil {
-			s.t.h.limits.refused(refStoreError, "op", "end stream", "error", err)
-		}
-		cancel()
 	}
 }
 
@@ -991,6 +1349,14 @@ func resultVersion(m *rpc.Outbound) string {
 func (s *httpSession) primeLocked(ex *exchange) {
 	t := s.t
 	if !t.resumable || ex.x.st == nil || !primes(ex.note.Version) {
+		return
+	}
+	s.mu.Lock()
+	gone := s.gone
+	s.mu.Unlock()
+	if gone {
+		// Ended (DELETE, expiry): its events are gone and nothing more is
+		// stored, a keep-alive on a request still running included.
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
@@ -1088,7 +1454,7 @@ func (h *Handler) sessionMessage(w http.ResponseWriter, r *http.Request, ex *exc
 	if method != mcp.MethodInitialized {
 		h.sess.use(r.Context(), s)
 	}
-	if s.record(msg, body) {
+	if method == mcp.MethodInitialized && s.keepInitialized() {
 		h.sess.saveState(r.Context(), s)
 	}
 	var cancelled string
@@ -1116,27 +1482,28 @@ func (h *Handler) sessionMessage(w http.ResponseWriter, r *http.Request, ex *exc
 // request's goroutine, as without sessions; but its context is the
 // session's, not the request's: a dropped POST is not a cancellation. A
 // hook on the request's context (no goroutine until it fires) notices the
-// client going: a stream it could resume is left to the event store, one
-// it could not is cancelled. The connection may be taken over meanwhile
+// client going: a stream it could resume is left to the event store
+// until its resume deadline (the sweeper's), one it could not is
+// cancelled. The connection may be taken over meanwhile
 // (a resumption): it then gets nothing more, and ends when the handler
 // returns.
 func (h *Handler) sessionExchange(w http.ResponseWriter, r *http.Request, body []byte, ex *exchange, accept acceptable) {
 	t := h.sess
 	x := ex.x
 	if x.mint {
-		if x.sess = t.mint(w, r, ex, body); x.sess == nil {
+		if x.sess = t.mint(w, r, ex); x.sess == nil {
 			return
 		}
 		w.Header().Set(mcp.HeaderSessionID, x.sess.id)
 	} else {
 		t.use(r.Context(), x.sess)
-		if x.sess.record(&ex.msg, body) {
-			t.saveState(r.Context(), x.sess)
-		}
 	}
 	s := x.sess
 	rid := string(ex.msg.ID)
 	st := &sseStream{id: randomID(8), req: rid, sse: accept.sse, init: x.mint, conn: ex}
+	if t.opts.Store != nil {
+		st.keep = recordableOf(&ex.msg) // kept once answered successfully
+	}
 	x.st = st
 	x.end = make(chan struct{})
 	s.mu.Lock()
@@ -1149,6 +1516,11 @@ func (h *Handler) sessionExchange(w http.ResponseWriter, r *http.Request, body [
 		s.byReq, s.live = map[string]*sseStream{}, map[string]*sseStream{}
 	}
 	s.byReq[rid], s.live[st.id] = st, st
+	// The request's use of the session is its stream's from now on: it
+	// ends with the answer (or the request forgotten), whether or not
+	// the POST is still there, or at the resume deadline of a POST that
+	// went.
+	st.hold, x.keepsSession = true, true
 	s.mu.Unlock()
 	if !h.openSessionExchange(w, r, ex, accept) {
 		s.forgetRequest(rid, true)
@@ -1159,7 +1531,7 @@ func (h *Handler) sessionExchange(w http.ResponseWriter, r *http.Request, body [
 	}
 	defer h.running.Done()
 
-	stop := context.AfterFunc(r.Context(), func() { s.clientGone(st, rid) })
+	stop := context.AfterFunc(r.Context(), func() { s.clientGone(ex, st, rid) })
 	if err := s.conn.ReceiveDecoded(body, &ex.msg, &ex.note); err != nil {
 		ex.mu.Lock()
 		x.pushFailed = true
@@ -1187,17 +1559,22 @@ func (h *Handler) sessionExchange(w http.ResponseWriter, r *http.Request, body [
 	if started {
 		s.streams.Add(-1)
 	}
+	now := t.h.since()
 	s.mu.Lock()
+	listed := false
 	if st.conn == ex {
+		// Still running with its POST gone: its output waits in the
+		// store for a connection to take the stream over, until its
+		// resume deadline.
 		st.conn = nil
+		listed = s.detachLocked(st, now)
 	}
-	if !st.answered {
-		// Still running with its POST gone: it keeps the session busy
-		// until it is answered; its output waits in the store.
-		st.hold, x.keepsSession = true, true
-	}
+	at := st.detachAt
 	cancelled, failed := st.cancelled, s.failed
 	s.mu.Unlock()
+	if listed {
+		t.listDetached(s, st, at)
+	}
 	h.closeExchange(ex)
 	if x.mint && (failed || !written) {
 		w.Header().Del(mcp.HeaderSessionID)
@@ -1212,13 +1589,23 @@ func (h *Handler) sessionExchange(w http.ResponseWriter, r *http.Request, body [
 	}
 }
 
-// clientGone is called when the client of a request's POST goes before
-// the answer. With no event id of the stream, the client cannot resume
-// it and nothing could ever deliver the answer: the request is cancelled,
-// as it is without sessions. Otherwise it runs on, its output kept for a
-// resumption.
-func (s *httpSession) clientGone(st *sseStream, rid string) {
+// clientGone is called when the client of a request's POST (ex) goes
+// before the answer. With no event id of the stream, the client cannot
+// resume it and nothing could ever deliver the answer: the request is
+// cancelled, as it is without sessions. Otherwise it runs on, its output
+// kept for a resumption, until its resume deadline.
+func (s *httpSession) clientGone(ex *exchange, st *sseStream, rid string) {
 	if st.hasID.Load() {
+		now := s.t.h.since()
+		s.mu.Lock()
+		if st.conn == ex {
+			st.conn = nil
+		}
+		listed, at := s.detachLocked(st, now), st.detachAt
+		s.mu.Unlock()
+		if listed {
+			s.t.listDetached(s, st, at)
+		}
 		return
 	}
 	s.mu.Lock()
@@ -1227,8 +1614,7 @@ func (s *httpSession) clientGone(st *sseStream, rid string) {
 	if answered {
 		return
 	}
-	note := append([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`), rid...)
-	s.conn.Receive(append(note, `,"reason":"the client closed the request's stream"}}`...))
+	s.cancelRequest(rid, "the client closed the request's stream")
 	s.forgetRequest(rid, true)
 }
 
@@ -1378,11 +1764,23 @@ func (h *Handler) closeGet(ex *exchange) {
 	ex.closed = true
 	ex.mu.Unlock()
 	s := ex.x.sess
+	now := h.since()
 	s.mu.Lock()
-	if ex.x.st != nil && ex.x.st.conn == ex {
-		ex.x.st.conn = nil
+	st, listed := ex.x.st, false
+	if st != nil && st.conn == ex {
+		// A POST's stream this GET had taken over waits for the next
+		// (its resume deadline).
+		st.conn = nil
+		listed = s.detachLocked(st, now)
+	}
+	var at time.Duration
+	if listed {
+		at = st.detachAt
 	}
 	s.mu.Unlock()
+	if listed {
+		h.sess.listDetached(s, st, at)
+	}
 	h.closeExchange(ex)
 }
 
@@ -1449,6 +1847,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, ex *exchange, l
 		}
 		if st != nil && !s.gone {
 			old, st.conn, ex.x.st, attached = st.conn, ex, st, true
+			st.detachAt = 0 // taken over in time
 		}
 		s.mu.Unlock()
 		if attached && st == &s.g {
@@ -1470,22 +1869,32 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, ex *exchange, l
 	case follow:
 		ctx, cancel := context.WithCancel(r.Context())
 		ex.mu.Lock()
-		ex.x.cancel = cancel
+		ex.x.cancel = cancel // its end (finishLocked) ends the follow
 		ended := ex.x.ending
 		ex.mu.Unlock()
-		if !ended {
+		// Registered with its session, so that Shutdown and the
+		// session's end reach it: it waits on the store, not on the
+		// session's connection.
+		s.mu.Lock()
+		if !ended && !s.finished {
+			if s.follows == nil {
+				s.follows = map[*exchange]struct{}{}
+			}
+			s.follows[ex] = struct{}{}
+			s.mu.Unlock()
 			err := t.follower.Follow(ctx, s.id, stream, lastSent, send)
 			if err != nil && ctx.Err() == nil && !errors.Is(err, errExchangeClosed) {
 				h.limits.refused(refStoreError, "op", "follow", "error", err)
 			}
+			s.mu.Lock()
+			delete(s.follows, ex)
 		}
+		s.mu.Unlock()
 		cancel()
 	}
-	if sawResponse {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		t.events.EndStream(ctx, s.id, stream)
-		cancel()
-	}
+	// A replayed response leaves its stream to the store's retention, as
+	// one delivered live does: this connection too may break before its
+	// client has read it.
 	h.closeGet(ex)
 }
 
@@ -1526,6 +1935,9 @@ func (t *sessionTable) shutdownSessions() {
 			if st.conn != nil && st.hasID.Load() {
 				conns = append(conns, st.conn)
 			}
+		}
+		for ex := range s.follows {
+			conns = append(conns, ex) // resumed elsewhere, as the others
 		}
 		s.mu.Unlock()
 		for _, c := range conns {

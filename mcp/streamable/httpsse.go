@@ -31,16 +31,18 @@ import (
 //	                      a message event on this one stream
 //	POST MessagePath?sessionId=ID
 //	                   -> 202 with an empty body at once; the message is
-//	                      then pushed into the session's connection
+//	                      then pushed into the session's connection, in
+//	                      the order the POSTs were accepted
 //
 // A session is one long-lived rpc.Conn of the backend's SessionHandler,
 // as a stdio connection is, over the message seam: the POSTs push into it
 // (ReceiveDecoded, each on a goroutine of its own holding a MaxInFlight
-// slot), and its one MessageWriter is the GET's stream. The stream is an
-// exchange registered with the handler like any other, so Shutdown, the
-// keep-alive clock, the piece writer and WriteTimeout treat it as they
-// treat a listen stream. The session lives as long as its GET: there is
-// no resumption in this transport.
+// slot, one after the other as a stdio reader reads lines; see
+// sseTurn), and its one MessageWriter is the GET's stream. The stream is
+// an exchange registered with the handler like any other, so Shutdown,
+// the keep-alive clock, the piece writer and WriteTimeout treat it as
+// they treat a listen stream. The session lives as long as its GET: there
+// is no resumption in this transport.
 
 // Defaults of SSEOptions.
 const (
@@ -57,6 +59,15 @@ const (
 	// a client that sends a last notification (notifications/cancelled,
 	// a response to the server) and then disconnects is still heard.
 	sseCloseGrace = time.Second
+	// sseMaxPending bounds a session's POSTs on their way in: found the
+	// session, and not yet handed their message to its connection
+	// (reading their body, or waiting for their turn behind the message
+	// before). One more is answered 503 with Retry-After: 1. Without it a
+	// client could pile up goroutines and bodies behind a message whose
+	// hand-over waits (a notification waiting for room in a connection
+	// whose every slot and queue place is taken); with it, that costs at
+	// most this many per session, within MaxInFlight overall.
+	sseMaxPending = 64
 )
 
 // SSEStats counts the handler's HTTP+SSE sessions (Options.SSE); every
@@ -77,6 +88,11 @@ type SSEStats struct {
 	// ModernRefused counts 2026-07-28 requests answered -32022 on a
 	// session's stream: an HTTP+SSE session is legacy only.
 	ModernRefused int64
+	// QueueFull counts POSTs refused (503, Retry-After: 1) because 64
+	// messages of their session were already on their way into its
+	// connection: read, and waiting for their turn (messages are handed
+	// over in the order their POSTs were accepted).
+	QueueFull int64
 }
 
 // SSEStats reports the HTTP+SSE sessions.
@@ -95,6 +111,7 @@ func (h *Handler) SSEStats() SSEStats {
 		UnknownSessions: s.counts[sseRefUnknown].Load(),
 		MissingSessions: s.counts[sseRefMissing].Load(),
 		ModernRefused:   s.modern.Load(),
+		QueueFull:       s.counts[sseRefQueue].Load(),
 	}
 }
 
@@ -103,6 +120,7 @@ const (
 	sseRefFull = iota
 	sseRefUnknown
 	sseRefMissing
+	sseRefQueue
 	sseNumRefusals
 )
 
@@ -110,6 +128,7 @@ var sseRefusalMessages = [sseNumRefusals]string{
 	sseRefFull:    "mcp http+sse: too many sessions open (503, MaxSessions)",
 	sseRefUnknown: "mcp http+sse: message for no live session (404)",
 	sseRefMissing: "mcp http+sse: message without a sessionId (400)",
+	sseRefQueue:   "mcp http+sse: too many messages of one session on their way in (503)",
 }
 
 // sseServer is Options.SSE resolved, and the table of its sessions.
@@ -121,6 +140,12 @@ type sseServer struct {
 	// relative reference from path to messagePath, and "?sessionId=".
 	endpoint string
 	max      int
+	// budget is how long a message's handler runs on the goroutine that
+	// handed it over before the next message goes in anyway: the
+	// connection's InlineBudget (rpc.Options), as on stdio, where the
+	// reader runs a handler inline for that long before another reader
+	// takes over input.
+	budget time.Duration
 
 	mu       sync.Mutex
 	sessions map[string]*sseSession
@@ -159,10 +184,14 @@ func newSSE(h *Handler) *sseServer {
 		messagePath: o.MessagePath,
 		endpoint:    relativeRef(o.Path, o.MessagePath) + "?sessionId=",
 		max:         sseDefaultMaxSessions,
+		budget:      rpc.DefaultInlineBudget,
 		sessions:    map[string]*sseSession{},
 	}
 	if h.opts.Sessions != nil && h.opts.Sessions.MaxSessions > 0 {
 		s.max = h.opts.Sessions.MaxSessions
+	}
+	if c := h.opts.Conn; c != nil && c.InlineBudget != 0 {
+		s.budget = max(c.InlineBudget, 0) // negative: every handler on its own goroutine, no wait
 	}
 	for i := range s.logs {
 		s.logs[i].Logger = h.log
@@ -245,10 +274,16 @@ type sseSession struct {
 	conn  *rpc.Conn
 
 	// posts counts the POSTs that have found the session and not yet
-	// handed their message over; drained is closed when it falls to
-	// zero once the session has left the table. Both under srv.mu.
+	// handed their message over (at most sseMaxPending); drained is
+	// closed when it falls to zero once the session has left the table.
+	// tail is the turn of the message accepted last. All under srv.mu.
 	posts   int
 	drained chan struct{}
+	tail    *sseTurn
+
+	// current is the message being handed over now, so that sseHandler
+	// can tell when its handler starts (Request.Note is its note).
+	current atomic.Pointer[ssePost]
 
 	broken     chan struct{} // closed when a write failed: the stream is lost (lose)
 	brokenOnce sync.Once
@@ -302,15 +337,30 @@ func (s *sseServer) add(ss *sseSession) bool {
 
 // lookup finds the live session id bound to owner and counts the caller
 // among its POSTs in flight (release ends that); nil when there is none.
-func (s *sseServer) lookup(id, owner string) *sseSession {
+// full says the session has sseMaxPending POSTs in flight already: the
+// caller is not counted, and is to be refused.
+func (s *sseServer) lookup(id, owner string) (ss *sseSession, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.sessions[id]
+	ss = s.sessions[id]
 	if ss == nil || ss.owner != owner {
-		return nil
+		return nil, false
+	}
+	if ss.posts >= sseMaxPending {
+		return ss, true
 	}
 	ss.posts++
-	return ss
+	return ss, false
+}
+
+// enqueue gives an accepted message its turn, behind the message accepted
+// before it in the same session.
+func (s *sseServer) enqueue(p *ssePost) {
+	t := &sseTurn{started: make(chan struct{}), done: make(chan struct{})}
+	s.mu.Lock()
+	p.prev, p.ss.tail = p.ss.tail, t
+	s.mu.Unlock()
+	p.turn = t
 }
 
 // release says a POST has handed its message over (or given up).
@@ -446,7 +496,7 @@ func (h *Handler) openSSE(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	if ex.id != nil {
 		ctx = auth.WithIdentity(ctx, ex.id)
 	}
-	ss.conn = h.conns.NewMessages(ctx, nil, ss, s.backend.SessionHandler())
+	ss.conn = h.conns.NewMessages(ctx, nil, ss, &sseHandler{ss: ss, h: s.backend.SessionHandler()})
 	ex.h, ex.r, ex.conn, ex.canSSE = h, r, ss.conn, true
 	ex.w = &sseWriter{ResponseWriter: w, ss: ss}
 
@@ -562,16 +612,110 @@ type ssePost struct {
 	// answered -32022 instead of being pushed.
 	modern    bool
 	requested string
+
+	turn   *sseTurn    // this message's place in the session's order
+	prev   *sseTurn    // the one before it (nil: none); dropped once it is its turn
+	handed atomic.Bool // released: the message is in the connection (or never will be)
+}
+
+// sseTurn is a message's place in the order in which its session's
+// messages go into the connection: the order their POSTs were accepted
+// (a POST takes its place before it is answered 202), whatever order the
+// goroutines that push them run in. A client that waits for each 202
+// before its next POST (resources/subscribe then unsubscribe,
+// logging/setLevel twice, a request then its notifications/cancelled)
+// thus has them served in the order it sent them, as on stdio.
+//
+// The next message goes in once this one is in and done with
+// (ReceiveDecoded returned: a response delivered, a request answered,
+// queued or held), or once this one's handler has started on the
+// goroutine that pushed it and has run for the connection's
+// InlineBudget, after which a stdio reader too would go on reading. So a
+// handler that waits (a tool asking the client for sampling) never keeps
+// out the answer it waits for, and one that is quick (setLevel,
+// subscribe) is done before the next message of its session is served. A
+// next message that needs no handler (a response, a cancellation) does
+// not wait for the budget: it goes in as soon as this one's handler has
+// started, its request registered, so that a cancellation always finds
+// its request.
+type sseTurn struct {
+	started chan struct{} // closed when its handler starts on the goroutine that pushed it
+	done    chan struct{} // closed when it has been handed over and ReceiveDecoded has returned
+}
+
+// handlerless reports whether a message needs no handler of the
+// connection's: a response is delivered to its call, a cancellation acted
+// on at once.
+func (p *ssePost) handlerless() bool {
+	switch p.msg.Kind {
+	case jsonrpc.KindResult, jsonrpc.KindError:
+		return true
+	case jsonrpc.KindNotification:
+		return methodOf(&p.msg) == rpc.MCPCancel.Method
+	}
+	return false
+}
+
+// waitTurn waits for the message before p to be in (see sseTurn).
+func (s *sseServer) waitTurn(p *ssePost) {
+	prev := p.prev
+	p.prev = nil
+	if prev == nil {
+		return
+	}
+	select {
+	case <-prev.done:
+		return
+	case <-prev.started:
+	}
+	if s.budget <= 0 || p.modern || p.handlerless() {
+		return
+	}
+	t := time.NewTimer(s.budget)
+	defer t.Stop()
+	select {
+	case <-prev.done:
+	case <-t.C:
+	}
+}
+
+// handOver says p's message is in its session's connection (or will
+// never be): from then on the session's end need not wait for it. Once,
+// whichever comes first: its handler starting, or ReceiveDecoded
+// returning.
+func (p *ssePost) handOver() {
+	if p.handed.CompareAndSwap(false, true) {
+		p.ss.srv.release(p.ss)
+	}
+}
+
+// sseHandler is a session's connection handler: the backend's, told
+// apart from it only in that it notices when the handler of the message
+// being handed over starts (sseTurn).
+type sseHandler struct {
+	ss *sseSession
+	h  rpc.Handler
+}
+
+func (sh *sseHandler) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	if p := sh.ss.current.Load(); p != nil && req.Note() == any(&p.note) {
+		p.handOver()
+		close(p.turn.started) // once: a note is one request's
+	}
+	return sh.h.Handle(ctx, req)
 }
 
 // postSSE serves a POST to MessagePath: the session named by sessionId
 // (bound to the caller), the body read within the endpoint's limits,
-// decoded and checked once, 202 with an empty body, and the message
-// pushed into the session's connection on a goroutine of its own. 202
-// comes first, and the handler returns, because the HTTP connection must
-// be free for the client's next request: a tool that asks the client for
-// sampling waits for an answer that the client POSTs, perhaps on the very
-// connection this POST came on.
+// decoded and checked once, its turn in the session's order, 202 with an
+// empty body, and the message pushed into the session's connection on a
+// goroutine of its own when its turn comes. 202 comes first, and the
+// handler returns, because the HTTP connection must be free for the
+// client's next request: a tool that asks the client for sampling waits
+// for an answer that the client POSTs, perhaps on the very connection
+// this POST came on. The turn comes before 202, so that a client that
+// waits for it before its next POST has its messages served in the order
+// it sent them.
 //
 //go:noinline
 func (h *Handler) postSSE(w http.ResponseWriter, r *http.Request, ex *exchange, now time.Time) {
@@ -603,11 +747,17 @@ func (h *Handler) postSSE(w http.ResponseWriter, r *http.Request, ex *exchange, 
 		place.leave()
 		return
 	}
-	ss := s.lookup(id, ex.id.Owner())
-	if ss == nil {
+	ss, full := s.lookup(id, ex.id.Owner())
+	switch {
+	case ss == nil:
 		place.leave()
 		s.refused(sseRefUnknown, "remote", r.RemoteAddr)
 		httpError(w, http.StatusNotFound, "", jsonrpc.CodeInvalidRequest, "Not Found: no such session (it ended, or never was): open a new one with a GET on "+s.path, nil)
+		return
+	case full:
+		place.leave()
+		s.refused(sseRefQueue, "limit", sseMaxPending, "remote", r.RemoteAddr)
+		h.unavailable(w, r, "too many messages of this session on their way in")
 		return
 	}
 	var reserved int64
@@ -618,6 +768,7 @@ func (h *Handler) postSSE(w http.ResponseWriter, r *http.Request, ex *exchange, 
 		place.leave()
 		return
 	}
+	s.enqueue(p)
 	// "202 with an empty body", complete (Content-Length: 0) and flushed
 	// before the message is handled, so that the client has it before
 	// anything the message causes arrives on the stream.
@@ -711,18 +862,24 @@ func (h *Handler) routeSSE(w http.ResponseWriter, r *http.Request, ex *exchange,
 	return true
 }
 
-// pushSSE hands a POSTed message to its session, on a goroutine of its
-// own that holds the POST's place among the requests in flight and its
-// bytes of the budget until the message's handler returns: the same
-// bounds as a Streamable HTTP request's, which runs on its POST's
-// goroutine.
+// pushSSE hands a POSTed message to its session when its turn comes
+// (sseTurn), on a goroutine of its own that holds the POST's place among
+// the requests in flight and its bytes of the budget until the message's
+// handler returns: the same bounds as a Streamable HTTP request's, which
+// runs on its POST's goroutine. The POST stays among the session's POSTs
+// in flight (release) until the message is in the connection, so that a
+// session ending meanwhile waits for it (within sseCloseGrace) before its
+// connection closes: a last notifications/cancelled, or a last answer to
+// a server request, is still heard.
 func (h *Handler) pushSSE(p *ssePost, place *slot, reserved int64) {
 	defer h.running.Done()
 	defer place.leave()
 	defer h.limits.release(reserved)
 	ss := p.ss
+	ss.srv.waitTurn(p)
+	defer close(p.turn.done)
+	defer p.handOver()
 	if p.modern {
-		ss.srv.release(ss)
 		if p.msg.Kind != jsonrpc.KindRequest {
 			return
 		}
@@ -740,8 +897,11 @@ func (h *Handler) pushSSE(p *ssePost, place *slot, reserved int64) {
 	if p.msg.Kind == jsonrpc.KindRequest || p.msg.Kind == jsonrpc.KindNotification {
 		note = &p.note
 	}
-	ss.srv.release(ss)
-	if err := ss.conn.ReceiveDecoded(p.body, &p.msg, note); err != nil && p.msg.Kind == jsonrpc.KindRequest {
+	ss.current.Store(p)
+	err := ss.conn.ReceiveDecoded(p.body, &p.msg, note)
+	ss.current.CompareAndSwap(p, nil)
+	p.handOver()
+	if err != nil && p.msg.Kind == jsonrpc.KindRequest {
 		// The session is ending (its GET closed, or Shutdown): the
 		// request is answered, on the stream if it is still there.
 		ss.send(jsonrpc.AppendErrorResponse(nil, jsonrpc.ID(p.msg.ID), jsonrpc.NewError(jsonrpc.CodeInternalError,

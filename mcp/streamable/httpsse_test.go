@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -387,9 +388,7 @@ func TestSSEModernRequestGetsUnsupportedVersionOnTheStream(t *testing.T) {
 		if len(m) != 2 {
 			t.Fatalf("messages %q", m)
 		}
-		// Each POST is pushed on a goroutine of its own: the answers
-		// may come in either order.
-		slices.Sort(m)
+		// In the order the POSTs were accepted.
 		for i, msg := range m {
 			var e struct {
 				ID    int `json:"id"`
@@ -886,4 +885,255 @@ func TestSSEOptionsAreChecked(t *testing.T) {
 			streamable.NewHandler(mcptest.NewServer(nil), &o)
 		}()
 	}
+}
+
+// The messages of a session reach its connection in the order their POSTs
+// were accepted, whatever order the goroutines that push them run in: a
+// client that waits for each 202 before its next POST has its messages
+// served in the order it sent them, as on stdio. (Pushed on a goroutine
+// each, with nothing to order them, they went in as the scheduler ran
+// those goroutines.)
+func TestSSEPostsReachTheSessionInTheOrderTheyWereAccepted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := streamable.NewHandler(mcptest.NewServer(nil), sseOpts(streamable.Options{}))
+		s := openSSE(t, h, nil)
+		s.initialize()
+		before := len(s.messages())
+		const n = 32
+		for i := range n {
+			s.accepted(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i))
+		}
+		synctest.Wait()
+		m := s.messages()[before:]
+		if len(m) != n {
+			t.Fatalf("%d answers, want %d: %q", len(m), n, m)
+		}
+		for i, msg := range m {
+			if want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i); msg != want {
+				t.Fatalf("answer %d is %s, want %s: the pings were served out of order: %q", i, msg, want, m)
+			}
+		}
+		s.close()
+	})
+}
+
+// resources/subscribe then resources/unsubscribe, each POST answered 202
+// before the next is sent, leave the session unsubscribed: an update of
+// the resource sends nothing. (Served in the other order, the session
+// stayed subscribed.)
+func TestSSEUnsubscribeRightAfterSubscribeLeavesTheSessionUnsubscribed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := mcptest.NewServer(nil)
+		srv.AddResource(mcp.Resource{URI: "file:///a", Name: "a"}, func(context.Context, *server.ReadRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{{URI: "file:///a", Text: "a"}}, nil
+		})
+		h := streamable.NewHandler(srv, sseOpts(streamable.Options{}))
+		s := openSSE(t, h, nil)
+		s.initialize()
+		updates := func() int {
+			return strings.Count(strings.Join(s.messages(), "\n"), `"notifications/resources/updated"`)
+		}
+		for i := range 8 {
+			s.accepted(fmt.Sprintf(`{"jsonrpc":"2.0","id":"s%d","method":"resources/subscribe","params":{"uri":"file:///a"}}`, i))
+			s.accepted(fmt.Sprintf(`{"jsonrpc":"2.0","id":"u%d","method":"resources/unsubscribe","params":{"uri":"file:///a"}}`, i))
+			synctest.Wait()
+			srv.ResourceUpdated("file:///a")
+			synctest.Wait()
+			if n := updates(); n != 0 {
+				t.Fatalf("round %d: subscribed after unsubscribing: %q", i, s.messages())
+			}
+		}
+		// The update does reach a subscribed session: the test can fail.
+		s.accepted(`{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}`)
+		synctest.Wait()
+		srv.ResourceUpdated("file:///a")
+		synctest.Wait()
+		if n := updates(); n != 1 {
+			t.Errorf("%d updates to a subscribed session: %q", n, s.messages())
+		}
+		s.close()
+	})
+}
+
+// Two logging/setLevel POSTs, each answered 202 before the next, leave the
+// session at the second level. (Served in the other order, the first one
+// won.)
+func TestSSESetLevelTwiceKeepsTheLevelSentLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := mcptest.NewServer(nil)
+		srv.AddTool(mcp.Tool{Name: "log"}, func(_ context.Context, r *server.ToolRequest) (*mcp.ToolResult, error) {
+			r.Log("info", "", "hello")
+			return mcp.TextResult("ok"), nil
+		})
+		h := streamable.NewHandler(srv, sseOpts(streamable.Options{}))
+		s := openSSE(t, h, nil)
+		s.initialize()
+		for i := range 8 {
+			first, last, want := "debug", "error", 0
+			if i%2 == 1 {
+				first, last, want = "error", "debug", 1
+			}
+			before := len(s.messages())
+			s.accepted(`{"jsonrpc":"2.0","id":"a","method":"logging/setLevel","params":{"level":"` + first + `"}}`)
+			s.accepted(`{"jsonrpc":"2.0","id":"b","method":"logging/setLevel","params":{"level":"` + last + `"}}`)
+			synctest.Wait()
+			s.accepted(`{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"log"}}`)
+			synctest.Wait()
+			m := s.messages()[before:]
+			if n := strings.Count(strings.Join(m, "\n"), `"notifications/message"`); n != want {
+				t.Fatalf("round %d: setLevel %s then %s: %d log messages at info, want %d: %q", i, first, last, n, want, m)
+			}
+		}
+		s.close()
+	})
+}
+
+// notifications/cancelled POSTed right after its request (the request's
+// 202 first) cancels it. (Served before the request, it found nothing to
+// cancel, and the request ran on.)
+func TestSSECancellationRightAfterItsRequestCancelsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := mcptest.NewServer(nil)
+		cancelled := make(chan string, 1)
+		srv.AddTool(mcp.Tool{Name: "wait"}, func(ctx context.Context, r *server.ToolRequest) (*mcp.ToolResult, error) {
+			<-ctx.Done()
+			cancelled <- "yes"
+			return nil, ctx.Err()
+		})
+		h := streamable.NewHandler(srv, sseOpts(streamable.Options{}))
+		s := openSSE(t, h, nil)
+		s.initialize()
+		for i := range 8 {
+			s.accepted(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"wait"}}`, 10+i))
+			s.accepted(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, 10+i))
+			synctest.Wait()
+			select {
+			case <-cancelled:
+			default:
+				t.Fatalf("round %d: the request was not cancelled: its cancellation went in first", i)
+			}
+		}
+		s.close()
+	})
+}
+
+// blockingServer has a tool that holds its connection's slot until
+// release is closed, and one that asks the client for sampling and
+// reports the answer on got.
+func blockingServer(release <-chan struct{}, got chan<- string) *server.Server {
+	s := askingServer()
+	s.AddTool(mcp.Tool{Name: "block"}, func(ctx context.Context, _ *server.ToolRequest) (*mcp.ToolResult, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return mcp.TextResult("released"), nil
+	})
+	s.AddTool(mcp.Tool{Name: "report"}, func(ctx context.Context, r *server.ToolRequest) (*mcp.ToolResult, error) {
+		res, err := r.Ask(ctx, map[string]mcp.InputRequest{"s": {Method: "sampling/createMessage", Params: map[string]any{"messages": []any{}, "maxTokens": 8}}})
+		if err != nil {
+			got <- "error: " + err.Error()
+			return nil, err
+		}
+		got <- string(res["s"])
+		return mcp.TextResult("ok"), nil
+	})
+	return s
+}
+
+// A session's messages on their way in are bounded: while one waits to
+// go in (a notification that finds every slot and queue place of the
+// connection taken), the POSTs behind it wait for their turn, and beyond
+// 64 of them one more is answered 503 with Retry-After: 1, counted and
+// logged; once the connection has room they all go in, and POSTs are
+// accepted again.
+func TestSSEPostsWaitingForTheirTurnAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		h := streamable.NewHandler(blockingServer(release, nil), sseOpts(streamable.Options{
+			MaxInFlight: 1024,
+			Conn:        &rpc.Options{Logger: wiretest.Quiet, MaxConcurrentRequests: 1, MaxQueuedRequests: 1},
+		}))
+		s := openSSE(t, h, nil)
+		s.initialize()
+		s.accepted(`{"jsonrpc":"2.0","id":"b1","method":"tools/call","params":{"name":"block"}}`) // the slot
+		s.accepted(`{"jsonrpc":"2.0","id":"b2","method":"tools/call","params":{"name":"block"}}`) // the queue's place
+		time.Sleep(time.Millisecond)                                                              // b1 has run for its InlineBudget: b2 goes in
+		synctest.Wait()
+		s.accepted(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`) // waits for room
+		for i := range 63 {
+			s.accepted(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i))
+		}
+		synctest.Wait()
+		rec := s.post(`{"jsonrpc":"2.0","id":"over","method":"ping"}`)
+		if rec.Status() != http.StatusServiceUnavailable || rec.hdr.Get("Retry-After") != "1" {
+			t.Fatalf("the 65th message on its way in: %d %v %s", rec.Status(), rec.hdr, rec.Body())
+		}
+		if st := h.SSEStats(); st.QueueFull != 1 {
+			t.Errorf("stats %+v", st)
+		}
+		close(release)
+		synctest.Wait()
+		// Every ping went in, and is answered (with a result, or busy
+		// when it found the connection's queue full).
+		all := strings.Join(s.messages(), "\n")
+		for i := range 63 {
+			if !strings.Contains(all, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,`, i)) {
+				t.Errorf("ping %d is not answered", i)
+			}
+		}
+		s.accepted(`{"jsonrpc":"2.0","id":"again","method":"ping"}`)
+		s.close()
+	})
+}
+
+// A session that ends waits (within its grace) for the messages it has
+// accepted to go into its connection before it closes it: an answer to a
+// server request POSTed just before the client disconnects still reaches
+// the tool waiting for it, even when it must wait for its turn behind a
+// message that waits for room. (Counted as handed over before it was,
+// the message was left out: the connection closed first.)
+func TestSSESessionEndWaitsForAcceptedMessagesToGoIn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		got := make(chan string, 1)
+		release := make(chan struct{})
+		h := streamable.NewHandler(blockingServer(release, got), sseOpts(streamable.Options{
+			MaxInFlight: 1024,
+			Conn:        &rpc.Options{Logger: wiretest.Quiet, MaxConcurrentRequests: 2, MaxQueuedRequests: 1},
+		}))
+		s := openSSE(t, h, nil)
+		s.initialize()
+		s.accepted(`{"jsonrpc":"2.0","id":"r","method":"tools/call","params":{"name":"report"}}`) // a slot, waiting for its answer
+		synctest.Wait()
+		m := s.messages()
+		var ask struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal([]byte(m[len(m)-1]), &ask) != nil || ask.Method != "sampling/createMessage" {
+			t.Fatalf("server request %q", m)
+		}
+		s.accepted(`{"jsonrpc":"2.0","id":"b1","method":"tools/call","params":{"name":"block"}}`) // the other slot
+		s.accepted(`{"jsonrpc":"2.0","id":"b2","method":"tools/call","params":{"name":"block"}}`) // the queue's place
+		time.Sleep(time.Millisecond)                                                              // b1 has run for its InlineBudget: b2 goes in
+		synctest.Wait()
+		s.accepted(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`) // waits for room
+		s.accepted(`{"jsonrpc":"2.0","id":` + string(ask.ID) + `,"result":{"role":"assistant","content":{"type":"text","text":"42"},"model":"m"}}`)
+		synctest.Wait()
+		// The client leaves; room comes within the grace.
+		time.AfterFunc(500*time.Millisecond, func() { close(release) })
+		s.close()
+		select {
+		case a := <-got:
+			if !strings.Contains(a, `"text":"42"`) {
+				t.Errorf("the tool got %s", a)
+			}
+		default:
+			t.Fatal("the answer did not reach the tool before the session closed")
+		}
+		synctest.Wait()
+		if hs, ss := h.Stats(), h.SSEStats(); hs.InFlight != 0 || ss.Sessions != 0 {
+			t.Errorf("left behind: %+v %+v", hs, ss)
+		}
+	})
 }

@@ -47,13 +47,23 @@ type SessionOptions struct {
 	// Retry is the reconnection delay sent (the SSE retry field) on the
 	// priming event of a resumable stream and before the server ends a
 	// connection without ending its stream (Shutdown with a Store).
-	// Default 1 s.
+	// Default 1 s. It sets the resume deadline too: a request whose POST
+	// connection goes before its answer, its stream resumable, runs on
+	// for three times Retry (at least 10 s, at most IdleTimeout) waiting
+	// for a GET with Last-Event-ID to take its stream over; then it is
+	// cancelled, as notifications/cancelled would, logged once per burst,
+	// and no longer keeps its session busy (its MaxInFlight place is its
+	// handler's until the handler returns, which the cancellation bounds).
 	Retry time.Duration
 	// Store, when set, shares sessions across a fleet of instances behind
 	// one load balancer: a request for a session another instance made
 	// (or one that stopped) is served here after the session is restored
 	// from its record (SessionRecord.Restore fed to a new connection, the
-	// answers dropped); this instance then holds it, and one that learns
+	// answers dropped); the record is loaded before anything is made, so
+	// an unknown id costs one Load, and a Load that fails for another
+	// reason than ErrUnknownSession is 503 with Retry-After: 1 (counted in
+	// Stats.StoreErrors), never 404, which would make the client drop a
+	// session that lives on. This instance then holds it, and one that learns
 	// (touching the record, at most every quarter of IdleTimeout) that
 	// another holds its session drops its copy. Shutdown then keeps the
 	// records and ends streams with a retry field, so that clients resume
@@ -91,8 +101,12 @@ type EventStore interface {
 	// expired): a gap the client must hear about, never a silent loss. An
 	// error from send ends the replay and is returned.
 	Replay(ctx context.Context, session, lastID string, send func(id string, data []byte) error) (stream string, err error)
-	// EndStream says that stream's last message (its response) has been
-	// delivered: its events may be forgotten.
+	// EndStream says that stream will carry nothing more and nobody will
+	// resume it (its request was cancelled, or left unanswered): its
+	// events may be forgotten. A stream whose response has been stored is
+	// not ended: its connection may break after the response was written,
+	// before the client read it, and the client resumes it; it is left to
+	// the store's retention (MemoryEvents drops answered streams first).
 	EndStream(ctx context.Context, session, stream string) error
 	// EndSession forgets every stream of session.
 	EndSession(ctx context.Context, session string) error
@@ -150,7 +164,13 @@ type SessionRecord struct {
 	// Restore is the client's messages that built the session's state, in
 	// order (initialize, notifications/initialized, the last
 	// logging/setLevel, each live resources/subscribe): replayed into a
-	// new connection to restore it, their answers dropped.
+	// new connection to restore it, their answers dropped. A request is
+	// kept once it has been answered successfully, re-encoded with only
+	// what restoring needs (initialize's protocolVersion, capabilities and
+	// clientInfo; a level; a uri) under an id of the record's. It is
+	// bounded: at most 1024 subscriptions and 256 KiB in all; what would
+	// overflow it is left out and logged, and a session whose initialize
+	// alone is over 64 KiB has no record (another instance answers 404).
 	Restore []json.RawMessage `json:"restore"`
 }
 
