@@ -50,6 +50,7 @@
 //	evs:<session>           sorted set: the ids of the session's streams by last append, for EndSession (PEXPIRE Retain; members older than Retain dropped on append)
 //	sess:<id>               a legacy session: hash rec (its SessionRecord, JSON) and holder
 //	                        (the instance serving it), PEXPIRE of the ttl of its last Save or Touch
+//	sessions                Pub/Sub channel: session changes, {"id","holder"} (holder "": ended)
 //
 // Create runs one Lua script: SET NX of the record (tasks.ErrExists when
 // the id is taken), INCR of the sequence, ZADD to the owner index, ZADD
@@ -221,10 +222,19 @@
 // A session's record is a hash, sess:<id>: rec, the
 // streamable.SessionRecord as JSON, and holder, the instance that serves
 // it, with the PEXPIRE the handler asks for. Save replaces both (DEL,
-// HSET, PEXPIRE in one transaction); Touch is one script that sets the
-// expiry and returns the holder, so that an instance whose session was
-// taken over learns it at its next touch; Load reads rec, and Delete is a
-// DEL. A missing record is streamable.ErrUnknownSession. A record that is
+// HSET, PEXPIRE and, for a record with a holder, PUBLISH of
+// {"id","holder"} on the sessions channel, in one transaction); Touch is
+// one script that sets the expiry and returns the holder, so that an
+// instance whose session was taken over learns it at its next touch;
+// Load reads rec, and Delete is a DEL and a PUBLISH with holder "". The
+// store is a streamable.SessionWatcher: WatchSessions delivers the
+// channel's messages (read on a Pub/Sub connection of the store's, made
+// at the first watch; a message that is not one Save or Delete can have
+// published is dropped and logged) through a bounded queue per watcher
+// (EventBuffer, EventBufferBytes), so that the previous holder of a
+// session taken over or deleted elsewhere drops its copy at once. Pub/Sub
+// is at most once: a message lost while the connection is down leaves it
+// to the holder's next touch. A missing record is streamable.ErrUnknownSession. A record that is
 // not one Save can have written (not JSON, another session's id, no
 // protocol version, restore messages that are not JSON objects) is an
 // error, never a panic (Stats.SessionsCorrupt, logged). An id that no
@@ -235,7 +245,8 @@
 //
 // The fleet's takeover of a session (which instance rehydrates a session
 // it does not hold, and how the previous holder stops) is the handler's;
-// the store gives it an atomic read of the holder with every touch.
+// the store gives it an atomic read of the holder with every touch, and
+// the news of every change of holder.
 //
 // # Redis requirements
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agentwire/agentwire/mcp/streamable"
@@ -15,8 +16,16 @@ import (
 // fleet shares (streamable.SessionOptions.Store): each session is a
 // HASH, "sess:<id>", holding its record as JSON and, apart, the instance
 // that holds it, under the record's PEXPIRE.
+//
+// It is a streamable.SessionWatcher too: Save (of a record with a
+// holder) and Delete PUBLISH {"id","holder"} on the prefix's "sessions"
+// channel in the same transaction as their write, and WatchSessions
+// delivers what arrives there, so that an instance drops at once a copy
+// of a session that another took over or that ended. Messages are told
+// at most once: one published while a watcher's connection is down is
+// lost, and the handler's Touch of the record finds out later instead.
 func (s *State) Sessions() streamable.SessionStore {
-	return &sessions{s: s, cnt: &s.sess}
+	return &sessions{s: s, cnt: &s.sess, subs: map[*subscriber[sessionChange]]struct{}{}}
 }
 
 // sessions is a State's streamable.SessionStore.
@@ -24,9 +33,32 @@ type sessions struct {
 	s          *State
 	cnt        *sessionCounters
 	corruptLog limiter
+	badLog     limiter
+
+	// The watchers (under s.mu, as the State's own subscribers) and
+	// whether the receiver of the sessions channel runs (under wmu).
+	subs     map[*subscriber[sessionChange]]struct{}
+	wmu      sync.Mutex
+	watching bool
 }
 
-var _ streamable.SessionStore = (*sessions)(nil)
+var _ streamable.SessionWatcher = (*sessions)(nil)
+
+// sessionChange is the message of the sessions channel: session ID is
+// held by Holder now, or ended ("").
+type sessionChange struct {
+	ID     string `json:"id"`
+	Holder string `json:"holder"`
+}
+
+// sessionsChannel is the channel session changes are published on.
+func (k keys) sessionsChannel() string { return k.prefix + "sessions" }
+
+// maxHolder bounds a holder name read from the channel: an instance's
+// name is short, and a message is anybody's who can PUBLISH.
+const maxHolder = 256
+
+func changeSize(sessionChange) int64 { return 2 * itemOverhead }
 
 // session is the HASH of one session: "rec", its record (JSON), and
 // "holder", a copy of its Holder that Touch reads without the rest.
@@ -57,10 +89,17 @@ func (ss *sessions) Save(ctx context.Context, rec *streamable.SessionRecord, ttl
 	key := s.k.session(rec.ID)
 	octx, cancel := s.op(ctx)
 	defer cancel()
+	var change []byte
+	if rec.Holder != "" {
+		change = encodeChange(rec.ID, rec.Holder)
+	}
 	cmds, err := s.client.TxPipelined(octx, func(p redis.Pipeliner) error {
 		p.Del(octx, key)
 		p.HSet(octx, key, "rec", b, "holder", rec.Holder)
 		p.PExpire(octx, key, time.Duration(ttlMs(ttl))*time.Millisecond)
+		if change != nil {
+			p.Publish(octx, s.k.sessionsChannel(), change)
+		}
 		return nil
 	})
 	if err != nil {
@@ -161,13 +200,111 @@ func (ss *sessions) Delete(ctx context.Context, id string) error {
 	s := ss.s
 	octx, cancel := s.op(ctx)
 	defer cancel()
-	if err := s.client.Del(octx, s.k.session(id)).Err(); err != nil {
+	_, err := s.client.TxPipelined(octx, func(p redis.Pipeliner) error {
+		p.Del(octx, s.k.session(id))
+		p.Publish(octx, s.k.sessionsChannel(), encodeChange(id, ""))
+		return nil
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return s.redisErr("delete (sessions)", err)
 	}
 	return nil
+}
+
+// WatchSessions calls f, on a goroutine of the watch's own, for each
+// session change published on the sessions channel (by every instance,
+// this one's included: the handler ignores its own), until ctx is done,
+// stop is called, or the State closes. It registers locally and never
+// waits for Redis. The channel is received on a Pub/Sub connection of
+// this store's, made at the first watch, which go-redis reconnects; what
+// is published while it is down is lost.
+func (ss *sessions) WatchSessions(ctx context.Context, f func(id, holder string)) (func(), error) {
+	if err := ss.startWatching(); err != nil {
+		return nil, err
+	}
+	return subscribe(ss.s, ctx, ss.subs, changeSize, nil, func(c sessionChange) { f(c.ID, c.Holder) })
+}
+
+// startWatching starts the receiver of the sessions channel, once.
+func (ss *sessions) startWatching() error {
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	if ss.watching {
+		return nil
+	}
+	s := ss.s
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("redisstate: the State is closed")
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	ss.watching = true
+	// A Redis that does not answer now is tried again by the channel's
+	// receiver (go-redis reconnects and resubscribes).
+	octx, cancel := s.op(s.ctx)
+	ps := s.client.Subscribe(octx, s.k.sessionsChannel())
+	cancel()
+	go ss.receive(ps)
+	return nil
+}
+
+// receive hands what the sessions channel carries to the watchers.
+func (ss *sessions) receive(ps *redis.PubSub) {
+	s := ss.s
+	defer s.wg.Done()
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			c, err := decodeChange(m.Payload)
+			if err != nil {
+				if ss.badLog.allow() {
+					s.log.Warn("redisstate: a session change could not be read", "error", err)
+				}
+				continue
+			}
+			n := 0
+			s.mu.Lock()
+			for sub := range ss.subs {
+				n += sub.q.push(c)
+			}
+			s.mu.Unlock()
+			s.noteDropped(n, "session watcher")
+		}
+	}
+}
+
+func encodeChange(id, holder string) []byte {
+	b, _ := json.Marshal(sessionChange{ID: id, Holder: holder}) // two strings: cannot fail
+	return b
+}
+
+// decodeChange reads a message of the sessions channel, refusing what
+// Save and Delete cannot have published: the channel is Redis's, which
+// anyone with access may publish to.
+func decodeChange(payload string) (sessionChange, error) {
+	var c sessionChange
+	if len(payload) > 1024 {
+		return c, errors.New("redisstate: a session change too large")
+	}
+	if err := json.Unmarshal([]byte(payload), &c); err != nil {
+		return c, fmt.Errorf("redisstate: a session change that is not one: %w", err)
+	}
+	if !validName(c.ID) || len(c.Holder) > maxHolder {
+		return c, errors.New("redisstate: a session change with a bad id or holder")
+	}
+	return c, nil
 }
 
 func encodeSession(rec *streamable.SessionRecord) ([]byte, error) {

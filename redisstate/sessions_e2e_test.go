@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -708,17 +707,6 @@ func TestWhileRedisIsDownAnInstanceServesTheSessionsItHoldsWithoutResumability(t
 	}
 }
 
-// ----- bugs not fixed yet -----
-
-// knownBug skips a test that pins a bug of the handler not fixed yet: it
-// fails until the bug is fixed. AGENTWIRE_KNOWN_BUGS=1 runs it.
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("AGENTWIRE_KNOWN_BUGS") == "" {
-		t.Skip("known bug: " + bug)
-	}
-}
-
 // streamOf is the stream an event id of the Redis store names.
 func streamOf(id string) string { return id[:strings.LastIndexByte(id, '_')] }
 
@@ -727,7 +715,22 @@ func streamOf(id string) string { return id[:strings.LastIndexByte(id, '_')] }
 // A fleet is one server to its clients: once the session is deleted
 // through B, A must not serve it either, though A made it.
 func TestASessionDeletedThroughOneInstanceIsNotFoundOnTheOthers(t *testing.T) {
-	knownBug(t, "an instance serves its own copy of a session taken over or deleted elsewhere until it next touches the record, up to a quarter of IdleTimeout later")
+	r := startRedis(t)
+	f := newLegacyFleet(t, r)
+	a, b := f.a, f.b
+	sid := initSession(t, a)
+	send(t, b, "DELETE", http.MethodDelete, []string{"Mcp-Session-Id: " + sid, "MCP-Protocol-Version: 2025-11-25"}, "").status(http.StatusOK, "")
+	// The news travels by Pub/Sub, after the DELETE's answer; without it
+	// A would learn at its next Touch, minutes later (IdleTimeout/4).
+	eventually(t, 5*time.Second, "A drops its copy", func() bool { return a.h.Stats().Sessions == 0 })
+	x := send(t, a, "a call after the DELETE", http.MethodPost, postHeaders(sid), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"version","arguments":{}}}`)
+	x.status(http.StatusNotFound, "application/json")
+}
+
+// An instance whose session another took over drops its copy at once,
+// not at its next Touch: a subscribe or a log level set on the stale
+// copy would overwrite the record of the instance that holds it.
+func TestASessionTakenOverByAnotherInstanceIsDroppedAtOnce(t *testing.T) {
 	r := startRedis(t)
 	f := newLegacyFleet(t, r)
 	a, b := f.a, f.b
@@ -735,9 +738,19 @@ func TestASessionDeletedThroughOneInstanceIsNotFoundOnTheOthers(t *testing.T) {
 	if m := call(t, b, sid, "a call", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"version","arguments":{}}}`); m.text() != "2025-11-25" {
 		t.Fatalf("a call on B: %+v", m)
 	}
-	send(t, b, "DELETE", http.MethodDelete, []string{"Mcp-Session-Id: " + sid, "MCP-Protocol-Version: 2025-11-25"}, "").status(http.StatusOK, "")
-	x := send(t, a, "a call after the DELETE", http.MethodPost, postHeaders(sid), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"version","arguments":{}}}`)
-	x.status(http.StatusNotFound, "application/json")
+	eventually(t, 5*time.Second, "A drops its copy", func() bool { return a.h.Stats().Sessions == 0 })
+	if n := b.h.Stats().Sessions; n != 1 {
+		t.Fatalf("B holds %d sessions, not the one it took over", n)
+	}
+	// A takes it back when the client comes to it again, and B drops its
+	// copy in turn: one holder at a time.
+	if m := call(t, a, sid, "a call back on A", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"version","arguments":{}}}`); m.text() != "2025-11-25" {
+		t.Fatalf("a call back on A: %+v", m)
+	}
+	eventually(t, 5*time.Second, "B drops its copy", func() bool { return b.h.Stats().Sessions == 0 })
+	if n := a.h.Stats().Sessions; n != 1 {
+		t.Fatalf("A holds %d sessions after taking it back", n)
+	}
 }
 
 // While Redis is down, an instance that does not hold a session cannot
@@ -818,7 +831,6 @@ func TestAResponseWrittenToAConnectionThatDiedUnnoticedIsReplayed(t *testing.T) 
 // client reads the end of the stream, not a cut connection, which an
 // EventSource takes for a network error and reconnects after.
 func TestAStreamTheServerEndsEndsItsResponseCleanly(t *testing.T) {
-	knownBug(t, "the goroutine of a GET takes the exchange's lock, held for a moment by whoever ends its stream (closeStream, deliver), for a write stalled on its client, and fails the connection's writes: the response's last chunk is never written")
 	r := startRedis(t)
 	f := newLegacyFleet(t, r)
 	a := f.a

@@ -204,3 +204,54 @@ func TestACorruptSessionRecordIsAnErrorNotAPanic(t *testing.T) {
 		t.Fatalf("Touch of a string key: %v", err)
 	}
 }
+
+// Every instance hears of a session that changes hands (Save) or ends
+// (Delete), its own changes included; a record saved without a holder
+// tells nothing.
+func TestAWatcherHearsOfEverySessionSavedWithAHolderAndDeleted(t *testing.T) {
+	r := startRedis(t)
+	a, b := storeState(t, r, Options{}).Sessions(), storeState(t, r, Options{}).Sessions()
+	got := make(chan [2]string, 8)
+	stop, err := a.(streamable.SessionWatcher).WatchSessions(t.Context(), func(id, holder string) { got <- [2]string{id, holder} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	rdb := r.client(t)
+	eventually(t, 5*time.Second, "the watcher is subscribed", func() bool {
+		n, err := rdb.PubSubNumSub(t.Context(), "test:sessions").Result()
+		return err == nil && n["test:sessions"] == 1
+	})
+	if err := b.Save(t.Context(), sessionRec("s1", ""), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Save(t.Context(), sessionRec("s1", "inst-b"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(t.Context(), "s1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][2]string{{"s1", "inst-b"}, {"s1", ""}} {
+		select {
+		case c := <-got:
+			if c != want {
+				t.Fatalf("heard %q, want %q", c, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("did not hear %q", want)
+		}
+	}
+}
+
+// The sessions channel is Redis's: anyone with access may publish to it.
+// What Save and Delete cannot have published is dropped, not delivered.
+func TestAMalformedSessionChangeIsNotDelivered(t *testing.T) {
+	for _, payload := range []string{``, `null`, `[]`, `{"id":""}`, `{"id":"a b","holder":"x"}`, `{"id":"s1","holder":"` + strings.Repeat("h", 300) + `"}`, `{"id":` + strings.Repeat("1", 2000) + `}`, `{"id":"s1","holder":7}`} {
+		if c, err := decodeChange(payload); err == nil {
+			t.Errorf("decodeChange(%.40q) = %+v, want an error", payload, c)
+		}
+	}
+	if c, err := decodeChange(`{"id":"s1","holder":"inst-b"}`); err != nil || c != (sessionChange{ID: "s1", Holder: "inst-b"}) {
+		t.Fatalf("a good change: %+v %v", c, err)
+	}
+}

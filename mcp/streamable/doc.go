@@ -133,9 +133,11 @@
 // unknown id costs nothing else, and a Store that fails is 503 with
 // Retry-After: 1, not 404), checks its owner, rebuilds the connection by
 // feeding it those messages (their answers dropped), and holds the
-// session from then on; an instance that
-// learns from a touch that another holds its session drops its copy,
-// whose running handlers finish, their output stored. A client's answer
+// session from then on; an instance that learns that another holds its
+// session, or that it ended (at once from a Store that is a
+// SessionWatcher, which the Redis store is; else at its next touch of the
+// record), drops its copy, whose running handlers finish, their output
+// stored. A client's answer
 // to a server request made on another instance is not relayed.
 //
 // # Server: HTTP+SSE (2024-11-05)

@@ -47,8 +47,17 @@ type exchange struct {
 	msg  jsonrpc.Message // the body, decoded once
 	note mcp.Routed      // what the route learned; handed to the handler
 	id   *auth.Identity  // the verified caller (Options.Protect)
-	// stopped is set by unblock: the deadline it set must not be renewed.
-	stopped atomic.Bool
+	// wstate holds, in one word (an exchange fits a size class), what
+	// the exchange's writing and those ending it tell each other:
+	// wWriting while sendLocked writes to the client, wStopped once
+	// unblock has set a deadline that must not be renewed (wHard: now,
+	// not after stallGrace), and, from wCloser up, how many closers wait
+	// for mu (lockEnding). A closer cuts a write that may be stalled, and
+	// waits, the deadline untouched, for mu held an instant by code that
+	// is not writing: cutting that kind left the final chunk of the
+	// response unwritten, so the client read a stream the server ended as
+	// one cut off.
+	wstate atomic.Uint32
 	// done is set with answered, for the one reader that must not take mu
 	// (a stalled write holds it).
 	done atomic.Bool
@@ -416,6 +425,12 @@ func (ex *exchange) eventLocked(m *rpc.Outbound) error {
 // the handler returns.
 func (ex *exchange) sendLocked(m *rpc.Outbound, prefix []byte, parts ...[]byte) error {
 	pw := &ex.pw // a field: handing it to WriteTo costs no allocation
+	defer ex.wstate.And(^uint32(wWriting))
+	if ex.wstate.Or(wWriting) >= wCloser {
+		// A closer waits for mu and did not see this write start: the
+		// connection is ending, and a write that stalls must not keep it.
+		ex.unblockAfter(stallGrace)
+	}
 	start := ex.renewDeadline()
 	ex.quietSince.Store(int64(start.Sub(ex.h.epoch)))
 	*pw = pieceWriter{ex: ex, start: start}
@@ -474,11 +489,13 @@ func (pw *pieceWriter) Write(b []byte) (int, error) {
 func (ex *exchange) renewDeadline() time.Time {
 	now := time.Now()
 	d := ex.h.opts.WriteTimeout
-	if d <= 0 || ex.stopped.Load() {
+	if d <= 0 || ex.wstate.Load()&wStopped != 0 {
 		return now
 	}
 	ex.ctl().SetWriteDeadline(now.Add(d))
-	if ex.stopped.Load() { // unblock ran meanwhile: its deadline again
+	if ex.wstate.Load()&wStopped != 0 {
+		// unblock ran meanwhile: its deadline must stand, and a past one
+		// is as good (this race is rare, and the connection is ending).
 		ex.ctl().SetWriteDeadline(time.Now())
 	}
 	return now
@@ -674,14 +691,37 @@ func (ex *exchange) finishLocked() {
 
 // closeStream ends the connection from outside (a newer connection took
 // its stream over, the stream or its session ended), without waiting for
-// a write stalled on a client that does not read: that one fails now.
+// a write stalled on a client that does not read: that one fails within
+// stallGrace (lockEnding).
 func (ex *exchange) closeStream() {
-	if !ex.mu.TryLock() {
-		ex.unblock()
-		ex.mu.Lock()
-	}
+	ex.lockEnding()
 	ex.finishLocked()
 	ex.mu.Unlock()
+}
+
+// stallGrace is how long a closer lets a write in progress go on before
+// it fails: a write to a client that reads is done in far less (its
+// bytes may have reached the client before the flush returns), one to a
+// client that does not read would hold the closer until WriteTimeout.
+const stallGrace = 250 * time.Millisecond
+
+// lockEnding takes mu to end the connection. A write in progress, which
+// may be stalled on a client that does not read, gets stallGrace to end
+// and fails then; mu held by anything else (deliver or the writer
+// between writes, a keep-alive deciding) is held for an instant and is
+// waited for, the deadline untouched, so that the connection still ends
+// cleanly: with its last chunk. Both sides write wstate before they
+// read it (one word: each sees the other's bit), so a write that starts
+// while the closer waits sees the closer and bounds itself.
+func (ex *exchange) lockEnding() {
+	if ex.mu.TryLock() {
+		return
+	}
+	if ex.wstate.Add(wCloser)&wWriting != 0 {
+		ex.unblockAfter(stallGrace)
+	}
+	ex.mu.Lock()
+	ex.wstate.Add(^uint32(wCloser - 1))
 }
 
 // retryAndClose ends the connection but not its stream (Shutdown with a
@@ -701,7 +741,33 @@ func (ex *exchange) retryAndClose(retry []byte) {
 
 // unblock makes a pending or future write to the client fail at once.
 // It does not take ex.mu, which a stalled write holds.
-func (ex *exchange) unblock() {
-	ex.stopped.Store(true)
-	ex.ctl().SetWriteDeadline(time.Now())
+func (ex *exchange) unblock() { ex.unblockAfter(0) }
+
+// unblockAfter makes a pending or future write to the client fail d from
+// now (d > 0: stallGrace, capped by WriteTimeout), or at once (d == 0).
+// A deadline already set stands, unless this one is at once.
+func (ex *exchange) unblockAfter(d time.Duration) {
+	if d <= 0 {
+		ex.wstate.Or(wStopped | wHard)
+		ex.ctl().SetWriteDeadline(time.Now())
+		return
+	}
+	if w := ex.h.opts.WriteTimeout; w > 0 {
+		d = min(d, w)
+	}
+	if ex.wstate.Or(wStopped)&wStopped != 0 {
+		return
+	}
+	ex.ctl().SetWriteDeadline(time.Now().Add(d))
+	if ex.wstate.Load()&wHard != 0 { // an unblock at once ran meanwhile
+		ex.ctl().SetWriteDeadline(time.Now())
+	}
 }
+
+// The bits of exchange.wstate.
+const (
+	wWriting = 1 << iota
+	wStopped
+	wHard
+	wCloser // the unit of the count of closers waiting
+)

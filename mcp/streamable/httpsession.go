@@ -162,6 +162,8 @@ type sessionTable struct {
 	// while the request that made it runs: there are at most MaxInFlight.
 	restores map[string]*restoreCall
 	closed   bool // Shutdown has ended the sessions: no new one
+	// unwatch stops the Store's watcher (a SessionWatcher), at Shutdown.
+	unwatch func()
 }
 
 // detachment is the resume deadline of one request whose POST went.
@@ -217,7 +219,40 @@ func newSessionTable(h *Handler, b Backend, o *SessionOptions) *sessionTable {
 	for i := range t.logs {
 		t.logs[i].Logger = h.log
 	}
+	if w, ok := op.Store.(SessionWatcher); ok {
+		stop, err := w.WatchSessions(context.Background(), t.watched)
+		if err != nil {
+			// The Touch still finds out, only later.
+			h.limits.refused(refStoreError, "op", "watch sessions", "error", err)
+		} else {
+			t.unwatch = stop
+		}
+	}
 	return t
+}
+
+// watched is told by the Store's watcher that session id changed hands
+// (holder) or ended (""). A session held here is checked against its
+// record on a goroutine of its own (f must not block): the record is the
+// truth, and the message may come after this instance took the session
+// back; one that is another's, or gone, is dropped as the Touch drops it.
+func (t *sessionTable) watched(id, holder string) {
+	if holder == t.opts.Instance {
+		return
+	}
+	t.mu.Lock()
+	s := t.m[id]
+	if s == nil || s.restoring != nil || s.ended {
+		t.mu.Unlock()
+		return
+	}
+	s.lastTouch = t.h.since()
+	t.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		t.touch(ctx, s)
+	}()
 }
 
 // randomID returns n random bytes in base64url without padding.
@@ -1755,12 +1790,10 @@ func (h *Handler) waitStream(r *http.Request, ex *exchange) {
 }
 
 // closeGet ends a GET's connection for its goroutine: cleanly, unless a
-// write is stalled on a client that does not read (that one fails now).
+// write is stalled on a client that does not read (that one fails within
+// stallGrace: lockEnding).
 func (h *Handler) closeGet(ex *exchange) {
-	if !ex.mu.TryLock() {
-		ex.unblock()
-		ex.mu.Lock()
-	}
+	ex.lockEnding()
 	ex.closed = true
 	ex.mu.Unlock()
 	s := ex.x.sess
@@ -1907,6 +1940,9 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, ex *exchange, l
 // sessions end: their GET streams close, and their handlers get the
 // end-of-stream grace.
 func (t *sessionTable) shutdownSessions() {
+	if t.unwatch != nil {
+		t.unwatch()
+	}
 	t.mu.Lock()
 	t.closed = true
 	all := make([]*httpSession, 0, len(t.m))

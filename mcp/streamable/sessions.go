@@ -63,9 +63,11 @@ type SessionOptions struct {
 	// an unknown id costs one Load, and a Load that fails for another
 	// reason than ErrUnknownSession is 503 with Retry-After: 1 (counted in
 	// Stats.StoreErrors), never 404, which would make the client drop a
-	// session that lives on. This instance then holds it, and one that learns
-	// (touching the record, at most every quarter of IdleTimeout) that
-	// another holds its session drops its copy. Shutdown then keeps the
+	// session that lives on. This instance then holds it, and one that
+	// learns that another holds its session (or that it has ended) drops
+	// its copy: at once when Store is a SessionWatcher, else (and when a
+	// watcher's message is lost) when it touches the record, at most
+	// every quarter of IdleTimeout. Shutdown then keeps the
 	// records and ends streams with a retry field, so that clients resume
 	// elsewhere. Use it with an Events store the fleet shares too, an
 	// EventFollower so that a stream whose request runs on another
@@ -147,6 +149,22 @@ type SessionStore interface {
 	Touch(ctx context.Context, id string, ttl time.Duration) (holder string, err error)
 	// Delete forgets id. Deleting an unknown session is not an error.
 	Delete(ctx context.Context, id string) error
+}
+
+// SessionWatcher is a SessionStore that tells every instance when a
+// session changes hands or ends, so that an instance drops its copy at
+// once rather than at its next Touch. The handler watches from NewHandler
+// until Shutdown; on a change of a session it holds, it touches the
+// record (the truth: a message may come late) and drops its copy when
+// another instance holds it or it has gone. What a watcher tells is told
+// at most once (a message lost while its connection is down is not sent
+// again): the Touch every quarter of IdleTimeout stays the fallback.
+type SessionWatcher interface {
+	SessionStore
+	// WatchSessions calls f for each session another instance took over
+	// (holder: the new holder) or ended (holder ""), until stop is called
+	// or ctx ends. f must not block.
+	WatchSessions(ctx context.Context, f func(id, holder string)) (stop func(), err error)
 }
 
 // SessionRecord is what a SessionStore keeps of a session: enough to
