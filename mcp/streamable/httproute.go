@@ -40,22 +40,8 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 
 	id := jsonrpc.ID(msg.ID)
 	p := &ex.note.Params
-	if len(msg.Params) > 0 && msg.Params[0] == '{' {
-		// The members headers mirror are read exactly as the session reads
-		// them (exact keys), and must be unambiguous: a handler decoding
-		// into a Go struct matches keys case-insensitively, a server behind
-		// a bridge exactly, and a header must be checked against the value
-		// used. The members are slices of the body, never copies; the one
-		// walk that reads them finds their case-folded twins too.
-		mcp.ParseRequestParams(msg.Params, p)
-		if k := p.Ambiguous; k != "" {
-			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-			return false
-		}
-		if k := p.MetaAmbiguous; k != "" {
-			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-			return false
-		}
+	if !parseParams(w, id, msg.Params, p) {
+		return false
 	}
 	headerVersion, hasHeader := headerValue(r.Header, mcp.HeaderProtocolVersion)
 	bodyVersion, hasBodyVersion := "", false
@@ -213,3 +199,26 @@ func caseAmbiguousIn(obj map[string]json.RawMessage, names ...string) string {
 }
 
 func quoteJSON(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// parseParams reads the params members headers mirror into p, exactly as
+// the session reads them (exact keys), and refuses ambiguous ones (400,
+// -32602): a handler decoding into a Go struct matches keys
+// case-insensitively, a server behind a bridge exactly, and a header must
+// be checked against the value used. The members are slices of the body,
+// never copies; the one walk that reads them finds their case-folded
+// twins too. It reports whether the request goes on.
+func parseParams(w http.ResponseWriter, id jsonrpc.ID, raw json.RawMessage, p *mcp.RequestParams) bool {
+	if len(raw) == 0 || raw[0] != '{' {
+		return true
+	}
+	mcp.ParseRequestParams(raw, p)
+	if k := p.Ambiguous; k != "" {
+		httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
+		return false
+	}
+	if k := p.MetaAmbiguous; k != "" {
+		httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
+		return false
+	}
+	return true
+}

@@ -823,16 +823,8 @@ func (h *Handler) routeSSE(w http.ResponseWriter, r *http.Request, ex *exchange,
 	}
 	id := jsonrpc.ID(msg.ID)
 	params := &p.note.Params
-	if len(msg.Params) > 0 && msg.Params[0] == '{' {
-		mcp.ParseRequestParams(msg.Params, params)
-		if k := params.Ambiguous; k != "" {
-			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-			return false
-		}
-		if k := params.MetaAmbiguous; k != "" {
-			httpError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "invalid params: _meta member "+quoteJSON(k)+" is ambiguous (differs from another only in case)", nil)
-			return false
-		}
+	if !parseParams(w, id, msg.Params, params) {
+		return false
 	}
 	headerVersion, hasHeader := headerValue(r.Header, mcp.HeaderProtocolVersion)
 	if params.Meta != nil && len(params.Meta.ProtocolVersion) > 0 {
