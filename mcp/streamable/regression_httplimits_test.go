@@ -616,10 +616,12 @@ func TestRegressionStalledReaderIsCutOff(t *testing.T) {
 // its end.
 func TestRegressionSlowReaderIsNotCutOff(t *testing.T) {
 	s := mcptest.NewServer(nil)
-	const events = 64 // 4 MiB over more than 2 WriteTimeouts
+	// 4 MiB over more than 2 WriteTimeouts; a WriteTimeout long enough that
+	// a loaded machine's scheduling is not taken for a stalled reader.
+	const events = 64
 	s.AddTool(mcp.Tool{Name: "stream"}, func(ctx context.Context, r *server.ToolRequest) (*mcp.ToolResult, error) {
 		chunk := strings.Repeat("y", 64<<10)
-		tick := time.NewTicker(8 * time.Millisecond)
+		tick := time.NewTicker(32 * time.Millisecond)
 		defer tick.Stop()
 		for i := 1; i <= events; i++ {
 			if err := r.Progress(float64(i), events, chunk); err != nil {
@@ -629,7 +631,7 @@ func TestRegressionSlowReaderIsNotCutOff(t *testing.T) {
 		}
 		return mcp.TextResult("streamed"), nil
 	})
-	h := streamable.NewHandler(s, quietOpts(streamable.Options{WriteTimeout: 200 * time.Millisecond, KeepAlive: -1}))
+	h := streamable.NewHandler(s, quietOpts(streamable.Options{WriteTimeout: 800 * time.Millisecond, KeepAlive: -1}))
 	addr := serveReal(t, h)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
