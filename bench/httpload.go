@@ -46,6 +46,7 @@ var httpTargets = []httpTarget{
 	{name: "plain-2026", server: "plain", modern: true, what: "hand-written handler, sent the 2026-07-28 form (_meta and headers ignored)"},
 	{name: "agentwire-2025", server: "agentwire", what: "agentwire, 2025-11-25 (initialize, stateless)"},
 	{name: "agentwire-2026", server: "agentwire", modern: true, what: "agentwire, 2026-07-28"},
+	{name: "agentwire-sessions-2025", server: "agentwire-sessions", what: "agentwire, Sessions, 2025-11-25 (Mcp-Session-Id)"},
 	{name: "go-sdk-stateful-2025", server: "go-sdk", what: "go-sdk, stateful, 2025-11-25 (Mcp-Session-Id)"},
 	{name: "go-sdk-stateless-2025", server: "go-sdk-stateless", what: "go-sdk, Stateless, 2025-11-25"},
 	{name: "go-sdk-stateful-2026", server: "go-sdk", modern: true, what: "go-sdk, stateful handler, 2026-07-28 (it refuses them unless Stateless)"},

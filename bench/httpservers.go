@@ -36,6 +36,7 @@ type httpServer struct {
 var httpServers = []httpServer{
 	{name: "plain", peer: "hand-written net/http handler, encoding/json", handler: plainHandler},
 	{name: "agentwire", peer: "agentwire mcp HTTPHandler.Serve (defaults)", handler: agentwireHandler},
+	{name: "agentwire-sessions", peer: "agentwire mcp HTTPHandler.Serve, Sessions (defaults: in-memory events)", handler: agentwireSessionsHandler},
 	{name: "go-sdk", peer: "go-sdk v1.8.0 StreamableHTTPHandler, stateful (default)", handler: goSDKHandler(false)},
 	{name: "go-sdk-stateless", peer: "go-sdk v1.8.0 StreamableHTTPHandler, Stateless", handler: goSDKHandler(true)},
 	{name: "mcp-go", peer: "mark3labs/mcp-go v1.2.1 StreamableHTTPServer, WithStateful(true)", handler: mcpGoHandler(false)},
@@ -156,12 +157,23 @@ func plainHandler(int) (http.Handler, func(net.Listener) error) {
 
 // ----- agentwire -----
 
+// agentwireSessionsHandler is agentwireHandler with legacy sessions on
+// (Mcp-Session-Id, one long-lived connection per session, resumable
+// streams in the in-memory event store).
+func agentwireSessionsHandler(maxStreams int) (http.Handler, func(net.Listener) error) {
+	return agentwireHandlerWith(maxStreams, &awstreamable.SessionOptions{})
+}
+
 func agentwireHandler(maxStreams int) (http.Handler, func(net.Listener) error) {
+	return agentwireHandlerWith(maxStreams, nil)
+}
+
+func agentwireHandlerWith(maxStreams int, sessions *awstreamable.SessionOptions) (http.Handler, func(net.Listener) error) {
 	s := awserver.New(awmcp.Implementation{Name: "bench", Version: "1"}, nil)
 	awserver.AddTool(s, awmcp.Tool{Name: "echo"}, func(_ context.Context, _ *awserver.ToolRequest, in echoArgs) (*awmcp.ToolResult, error) {
 		return awmcp.TextResult(in.Text), nil
 	})
-	opts := &awstreamable.Options{Logger: slog.New(slog.DiscardHandler)}
+	opts := &awstreamable.Options{Logger: slog.New(slog.DiscardHandler), Sessions: sessions}
 	if maxStreams > 0 {
 		// The defaults (256 streams, 1024 connections) are the point of
 		// a default; the idle-stream runs measure memory, not the caps.
