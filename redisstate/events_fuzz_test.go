@@ -105,3 +105,29 @@ func FuzzParseEntries(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeChange reads any message of the sessions channel (anyone with
+// access to Redis may publish there): a change or an error, never a
+// panic; what is accepted has a valid id and a bounded holder, and what
+// Save and Delete publish reads back as it was.
+func FuzzDecodeChange(f *testing.F) {
+	f.Add(`{"id":"s1","holder":"a"}`, "s1", "a")
+	f.Add(`{"id":"s1","holder":""}`, "s1", "")
+	f.Add(`{"id":"","holder":"x"}`, "", "x")
+	f.Add(`{"id":"s:1"}`, "s_1", "h")
+	f.Add(`[1,2]`, "a", "b")
+	f.Fuzz(func(t *testing.T, payload, id, holder string) {
+		if c, err := decodeChange(payload); err == nil {
+			if !validName(c.ID) || len(c.Holder) > maxHolder {
+				t.Fatalf("decodeChange(%q) accepted %+v", payload, c)
+			}
+		}
+		if !validName(id) || len(holder) > maxHolder || !utf8.ValidString(holder) {
+			return
+		}
+		c, err := decodeChange(string(encodeChange(id, holder)))
+		if err != nil || c.ID != id || c.Holder != holder {
+			t.Fatalf("(%q, %q) read back as %+v, %v", id, holder, c, err)
+		}
+	})
+}
