@@ -199,7 +199,8 @@
 // means that everything after it is too. So a client never silently misses
 // an event: it resumes exactly, or its resumption is refused. An id of a
 // stream the session does not have (the stream's key is the session's) is
-// unknown too. EndStream (the stream's response has been delivered)
+// unknown too. EndStream (the stream will carry nothing more: its
+// request was cancelled or left unanswered)
 // empties the stream (XTRIM MAXLEN 0) and leaves the empty key for at most
 // 10 s: it keeps the stream's last entry id, so that an Append to the same
 // stream id meanwhile is numbered after it, where a new stream would be

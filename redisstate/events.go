@@ -404,8 +404,9 @@ if ttl < 0 or ttl > tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[1
 return 1
 `)
 
-// EndStream forgets the stream's events (its response has been
-// delivered): it empties the stream, whose ids are then unknown, and
+// EndStream forgets the stream's events (it will carry nothing more:
+// its request was cancelled or left unanswered; an answered stream is
+// left to Retain, so that its response can still be resumed): it empties the stream, whose ids are then unknown, and
 // leaves the empty key for at most tombstone (endScript says why); the
 // session's index keeps naming it for EndSession.
 func (e *events) EndStream(ctx context.Context, session, stream string) error {

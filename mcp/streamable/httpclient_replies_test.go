@@ -19,42 +19,18 @@ import (
 // server's are: 64 pings on the standalone stream get at most
 // ClientOptions.MaxServerRequests answers in flight at once on goroutines
 // of their own, plus the one the stream's reader answers itself while
-// they are all taken, and every one is answered in the end. (A goroutine and a POST each, without a
-// bound, let a server make the client start as many as it liked.)
+// they are all taken, and every one is answered in the end. (A goroutine
+// and a POST each, without a bound, let a server make the client start as
+// many as it liked.)
 func TestHTTPClientAnswersAtMostMaxServerRequestsOfALegacyServersRequestsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		answers := newAnswerCounter()
 		const n = 64
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet {
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.(http.Flusher).Flush()
-				for i := range n {
-					fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}\n\n", i)
-					w.(http.Flusher).Flush()
-				}
-				<-r.Context().Done()
-				return
-			}
-			if r.Method != http.MethodPost {
-				return
-			}
-			b, _ := io.ReadAll(r.Body)
-			var m sseMsg
-			json.Unmarshal(b, &m)
-			switch {
-			case m.Method == "server/discover":
-				w.WriteHeader(http.StatusBadRequest)
-			case m.Method == "initialize":
-				w.Header().Set("Content-Type", "application/json")
-				w.Header().Set(mcp.HeaderSessionID, "sess-1")
-				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"legacy","version":"1"}}}`, m.ID)
-			case m.Method != "":
-				w.WriteHeader(http.StatusAccepted)
-			default:
-				answers.take(w)
-			}
-		})
+		var events []string
+		for i := range n {
+			events = append(events, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i))
+		}
+		h := legacyServerSending(events, func(w http.ResponseWriter, _ []byte) { answers.take(w) })
 		sess, err := streamable.Connect(t.Context(), "http://legacy.test/mcp", nil, &streamable.ClientOptions{Client: pipeClient(h), MaxServerRequests: 4})
 		if err != nil {
 			t.Fatal(err)
@@ -81,33 +57,13 @@ func TestHTTPClientAnswersAtMostMaxServerRequestsOfALegacyServersRequestsAtOnce(
 func TestHTTPClientRefusesTheServersRequestsBeyondMaxServerRequestsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		refusals := make(chan string, 4)
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet {
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.(http.Flusher).Flush()
-				for i := range 3 {
-					fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"elicitation/create\",\"params\":{\"message\":\"?\",\"requestedSchema\":{\"type\":\"object\"}}}\n\n", i)
-					w.(http.Flusher).Flush()
-				}
-				<-r.Context().Done()
-				return
-			}
-			b, _ := io.ReadAll(r.Body)
-			var m sseMsg
-			json.Unmarshal(b, &m)
-			switch {
-			case m.Method == "server/discover":
-				w.WriteHeader(http.StatusBadRequest)
-			case m.Method == "initialize":
-				w.Header().Set("Content-Type", "application/json")
-				w.Header().Set(mcp.HeaderSessionID, "sess-1")
-				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"legacy","version":"1"}}}`, m.ID)
-			case m.Method != "":
-				w.WriteHeader(http.StatusAccepted)
-			default:
-				refusals <- string(b)
-				w.WriteHeader(http.StatusAccepted)
-			}
+		var events []string
+		for i := range 3 {
+			events = append(events, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":"object"}}}`, i))
+		}
+		h := legacyServerSending(events, func(w http.ResponseWriter, body []byte) {
+			refusals <- string(body)
+			w.WriteHeader(http.StatusAccepted)
 		})
 		person := make(chan struct{})
 		sess, err := streamable.Connect(t.Context(), "http://legacy.test/mcp", &host.Options{
@@ -136,6 +92,43 @@ func TestHTTPClientRefusesTheServersRequestsBeyondMaxServerRequestsAtOnce(t *tes
 		synctest.Wait()
 		if n := len(refusals); n != 2 {
 			t.Errorf("%d more answers once the person answered, want 2", n)
+		}
+	})
+}
+
+// legacyServerSending is a 2025-11-25 Streamable HTTP server that refuses
+// server/discover (400), mints a session on initialize, sends events (each
+// a JSON-RPC message) on the standalone GET stream, accepts the client's
+// notifications (202), and hands each answer the client POSTs to answer.
+func legacyServerSending(events []string, answer func(w http.ResponseWriter, body []byte)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.(http.Flusher).Flush()
+			for _, e := range events {
+				fmt.Fprintf(w, "event: message\ndata: %s\n\n", e)
+				w.(http.Flusher).Flush()
+			}
+			<-r.Context().Done()
+			return
+		}
+		if r.Method != http.MethodPost {
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		var m sseMsg
+		json.Unmarshal(b, &m)
+		switch {
+		case m.Method == "server/discover":
+			w.WriteHeader(http.StatusBadRequest)
+		case m.Method == "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set(mcp.HeaderSessionID, "sess-1")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"legacy","version":"1"}}}`, m.ID)
+		case m.Method != "":
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			answer(w, b)
 		}
 	})
 }
