@@ -43,6 +43,12 @@ type Options struct {
 	StderrTail int
 	// Logger receives diagnostics. Nil means slog.Default().
 	Logger *slog.Logger
+	// CombinedOutput gives the process one pipe for stdout and stderr, so
+	// what it writes to either arrives on Stdout in the kernel's order (a
+	// terminal's output, not a protocol stream). There is then no separate
+	// stderr: Stderr and StderrTail are unused, and ExitError carries no
+	// tail.
+	CombinedOutput bool
 }
 
 // Outcome says how the shutdown ladder ended the server (guarantee K7).
@@ -65,8 +71,12 @@ type ShutdownResult struct {
 // ExitError describes how a server process ended. It is carried by the
 // connection-lost error of a client whose server died (guarantee K5).
 type ExitError struct {
-	ExitCode   int    // -1 when killed by a signal
-	Status     string // the OS's description, e.g. "exit status 3" or "signal: killed"
+	ExitCode int    // -1 when killed by a signal
+	Status   string // the OS's description, e.g. "exit status 3" or "signal: killed"
+	// Signal names the signal that ended the process ("SIGKILL",
+	// "SIGTERM", ...); empty when it exited by itself, and on systems
+	// without signals.
+	Signal     string
 	StderrTail string // the last bytes the server wrote to stderr
 }
 
@@ -81,8 +91,9 @@ func (e *ExitError) Error() string {
 var ErrNotStarted = errors.New("process: server could not be started")
 
 // Process is a running server: its stdin and stdout carry the protocol,
-// its stderr is always drained (guarantee K4), and it runs in its own process
-// group so that shutdown reaches its children too.
+// its stderr is always drained (guarantee K4) unless CombinedOutput puts it
+// on stdout's pipe, and it runs in its own process group so that shutdown
+// reaches its children too.
 type Process struct {
 	cmd    *exec.Cmd
 	opts   Options
@@ -148,29 +159,42 @@ func Start(c Command, opts *Options) (*Process, error) {
 		return fail(err)
 	}
 	childEnds = append(childEnds, outW)
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		return fail(err)
+	// With CombinedOutput stderr is the stdout pipe itself: one pipe keeps
+	// the order in which the process wrote to both.
+	errW := outW
+	var errR *os.File
+	if !o.CombinedOutput {
+		errR, errW, err = os.Pipe()
+		if err != nil {
+			inW.Close()
+			outR.Close()
+			return fail(err)
+		}
+		childEnds = append(childEnds, errW)
 	}
-	childEnds = append(childEnds, errW)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if err := cmd.Start(); err != nil {
 		inW.Close()
 		outR.Close()
-		errR.Close()
+		if errR != nil {
+			errR.Close()
+		}
 		return fail(err)
 	}
 	for _, f := range childEnds {
 		f.Close()
 	}
-	p.stdin, p.stdout, p.stderr = inW, outR, errR
+	p.stdin, p.stdout = inW, outR
 	p.started = time.Now()
-	if o.Stderr != nil {
-		p.sink = newSinkQueue(o.Stderr)
+	if errR == nil {
+		close(p.drained) // nothing to drain
+	} else {
+		p.stderr = errR
+		if o.Stderr != nil {
+			p.sink = newSinkQueue(o.Stderr)
+		}
+		go p.drainStderr(p.stderr)
 	}
-	go p.drainStderr(p.stderr)
 	go p.reap()
 	return p, nil
 }
@@ -204,7 +228,8 @@ func (p *Process) ExitError() *ExitError {
 	case <-t.C:
 	}
 	t.Stop()
-	e := &ExitError{ExitCode: p.state.ExitCode(), Status: p.state.String(), StderrTail: p.StderrTail()}
+	e := &ExitError{ExitCode: p.state.ExitCode(), Status: p.state.String(), Signal: signalName(p.state),
+		StderrTail: p.StderrTail()}
 	return e
 }
 
@@ -258,19 +283,51 @@ func (p *Process) CloseStdin() {
 // Shutdown runs the ladder once (guarantee K7): close stdin, wait Grace; SIGTERM
 // to the process group, wait Grace; SIGKILL to the group. Whatever the
 // outcome, any process left in the group afterwards is killed, so children
-// the server started do not outlive it. Later calls return the same result.
-func (p *Process) Shutdown() ShutdownResult {
+// the server started do not outlive it. Later calls, and calls of Terminate,
+// return the same result.
+func (p *Process) Shutdown() ShutdownResult { return p.ladder(true, p.opts.Grace) }
+
+// Terminate is the ladder without its stdin step, for a process that is not
+// asked to exit through its input (a command run for someone else): SIGTERM
+// to the process group, wait grace (zero or less means Options.Grace),
+// SIGKILL to the group, reap, then kill whatever is left in the group. It
+// returns once the process has been reaped and SIGKILL sent to its group.
+// It shares Shutdown's once: whichever runs first decides the result, and
+// the other returns it.
+//
+// Unlike Shutdown it leaves Stdout open, so that what the group wrote
+// before it died can still be read; Read reports EOF once every writer is
+// gone. A caller that must not wait for a writer that escaped the group
+// (setsid) closes Stdout itself.
+func (p *Process) Terminate(grace time.Duration) ShutdownResult {
+	if grace <= 0 {
+		grace = p.opts.Grace
+	}
+	return p.ladder(false, grace)
+}
+
+func (p *Process) ladder(viaStdin bool, grace time.Duration) ShutdownResult {
 	p.shutdownOnce.Do(func() {
 		defer close(p.ladderDone)
 		start := time.Now()
-		p.CloseStdin()
 		outcome := Exited
-		if !p.waitExit(p.opts.Grace) {
+		var gone bool
+		if viaStdin {
+			p.CloseStdin()
+			gone = p.waitExit(grace)
+		} else {
+			select {
+			case <-p.exited:
+				gone = true
+			default:
+			}
+		}
+		if !gone {
 			outcome = Terminated
 			if err := terminateGroup(p.cmd); err != nil {
 				p.opts.Logger.Debug("process: SIGTERM", "error", err)
 			}
-			if !p.waitExit(p.opts.Grace) {
+			if !p.waitExit(grace) {
 				outcome = Killed
 				if err := killGroup(p.cmd); err != nil {
 					p.opts.Logger.Debug("process: SIGKILL", "error", err)
@@ -286,14 +343,19 @@ func (p *Process) Shutdown() ShutdownResult {
 			}
 		}
 		_ = killGroup(p.cmd) // leftovers of the group
-		_ = p.stdout.Close()
+		p.CloseStdin()       // nothing can read it any more
+		if viaStdin {
+			_ = p.stdout.Close()
+		}
 		// stderr ends when its last writer is gone; one that escaped the
 		// group (setsid) must not keep our drain alive.
 		t := time.NewTimer(200 * time.Millisecond)
 		select {
 		case <-p.drained:
 		case <-t.C:
-			_ = p.stderr.Close()
+			if p.stderr != nil {
+				_ = p.stderr.Close()
+			}
 		}
 		t.Stop()
 	})
