@@ -70,6 +70,21 @@ type Options struct {
 	InboundCancel []rpc.CancelMethod
 	// MaxMessageBytes bounds one line from the server. Default 16 MiB.
 	MaxMessageBytes int
+	// IsBarrier marks the server's methods whose handler must finish before
+	// anything read after them is dispatched (rpc.Options.IsBarrier): ACP's
+	// session/update, whose order is the protocol's. Nil means none.
+	IsBarrier func(method string) bool
+	// RejectBatches answers a JSON array from the server with one -32600
+	// (ACP has no batches). Default: accepted.
+	RejectBatches bool
+	// MaxQueuedRequests and MaxQueuedBytes bound what the server sent that
+	// waits for a handler (rpc.Options); past them a request is refused
+	// with BusyError and a notification pauses reading. Defaults: rpc's.
+	MaxQueuedRequests int
+	MaxQueuedBytes    int
+	// BusyError answers a server request refused for want of a place
+	// (rpc.Options.BusyError). Default: rpc's -32000.
+	BusyError *jsonrpc.Error
 	// Logger receives diagnostics. Nil means slog.Default().
 	Logger *slog.Logger
 
@@ -161,6 +176,8 @@ type Client struct {
 	lastLost error     // why the last server was lost
 	past     rpc.Stats // stats of ended generations
 	closed   chan struct{}
+	ended    chan struct{} // Done: closed or failed for good
+	endOnce  sync.Once
 	monitors sync.WaitGroup
 }
 
@@ -194,8 +211,13 @@ func (c *Client) connOptions() *rpc.Options {
 		Logger:          c.log,
 		Cancel:          c.opts.InboundCancel,
 		Admit:           c.opts.Admit,
+		IsBarrier:       c.opts.IsBarrier,
+		RejectBatches:   c.opts.RejectBatches,
 		// A lost server leaves nothing to wait for.
 		EndOfStreamTimeout: time.Millisecond,
+		MaxQueuedRequests:  c.opts.MaxQueuedRequests,
+		MaxQueuedBytes:     c.opts.MaxQueuedBytes,
+		BusyError:          c.opts.BusyError,
 	}
 	if c.opts.Process != nil && c.opts.Process.Grace > 0 {
 		// Draining our last messages to a server that does not read is
@@ -215,7 +237,7 @@ func (c *Client) connOptions() *rpc.Options {
 // New returns a client over an existing stream: r carries the server's
 // messages, w takes ours. If w has a Close method, Close uses it.
 func New(r io.Reader, w io.Writer, opts *Options) *Client {
-	c := &Client{opts: resolve(opts), closed: make(chan struct{})}
+	c := &Client{opts: resolve(opts), closed: make(chan struct{}), ended: make(chan struct{})}
 	c.log = c.opts.Logger
 	c.cur = &generation{conn: rpc.New(r, w, c.opts.Handler, c.connOptions()), next: make(chan struct{})}
 	c.watch(c.cur)
@@ -226,7 +248,7 @@ func New(r io.Reader, w io.Writer, opts *Options) *Client {
 // group, stderr always drained) and returns a client talking to it over its
 // stdin and stdout.
 func Start(cmd process.Command, opts *Options) (*Client, error) {
-	c := &Client{opts: resolve(opts), command: cmd, closed: make(chan struct{})}
+	c := &Client{opts: resolve(opts), command: cmd, closed: make(chan struct{}), ended: make(chan struct{})}
 	c.log = c.opts.Logger
 	g, err := c.spawn()
 	if err != nil {
@@ -299,6 +321,9 @@ func (c *Client) watch(g *generation) {
 		}
 		restarts := c.restarts
 		c.mu.Unlock()
+		if next == nil {
+			c.end()
+		}
 		close(g.next)
 		if next != nil {
 			c.watch(next)
@@ -606,6 +631,33 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	return g.conn.Notify(ctx, method, params)
 }
 
+// CloseOutput drains what is queued for the server and then closes our
+// side of the stream (the server sees end of input), while the server's
+// replies are still read: the polite first step of a shutdown that a
+// protocol defines as EOF (ACP's agents cancel their turns and answer them).
+// Close is still needed afterwards.
+func (c *Client) CloseOutput() error {
+	g, err := c.current()
+	if err != nil {
+		return err
+	}
+	return g.conn.CloseOutput()
+}
+
+// Done is closed when the client has closed, or its server is lost for
+// good (no restart policy, or the policy gave up); Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.ended }
+
+// Err returns why the client ended (ErrClosed, or the loss the restart
+// policy could not repair), or nil while it is usable.
+func (c *Client) Err() error {
+	_, err := c.current()
+	return err
+}
+
+// end closes Done once.
+func (c *Client) end() { c.endOnce.Do(func() { close(c.ended) }) }
+
 // Process returns the server process of the current connection (nil for a
 // client made with New).
 func (c *Client) Process() *process.Process {
@@ -661,6 +713,7 @@ func (c *Client) Close() process.ShutdownResult {
 	}
 	c.closing = true
 	close(c.closed)
+	c.end()
 	g := c.cur
 	c.mu.Unlock()
 

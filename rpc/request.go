@@ -152,6 +152,15 @@ func (c *requestContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// RequestFrom returns the inbound request whose handler's context ctx is
+// (or derives from), or nil. A protocol layer uses it to tell a call made
+// from inside one of its own handlers (which must not wait for what is held
+// behind that handler) from any other, at no cost per request.
+func RequestFrom(ctx context.Context) *Request {
+	r, _ := ctx.Value(requestKey{}).(*Request)
+	return r
+}
+
 // relatedID is the id of the running request of conn c that ctx derives
 // from, or "" when there is none: a context from another connection's
 // handler (a bridge forwarding upstream) relates to nothing here.
@@ -162,13 +171,30 @@ func relatedID(ctx context.Context, c *Conn) jsonrpc.ID {
 	return ""
 }
 
+// encodeNotification sizes the message once, and the head's params point
+// into the message itself, never into the caller's bytes: a caller may
+// reuse its params buffer as soon as Notify returns (an ACP agent's
+// chunk encoder does).
 func encodeNotification(method string, params any) ([]byte, head, error) {
-	msg := make([]byte, 0, 64)
+	var raw []byte
+	if params != nil {
+		var err error
+		if raw, err = jsonrpc.RawValue(params); err != nil {
+			return nil, head{}, err
+		}
+		if string(raw) == "null" {
+			raw = nil
+		}
+	}
+	msg := make([]byte, 0, len(jsonrpc.PrefixMethod)+jsonrpc.EncodedLen(method)+len(jsonrpc.MidParams)+len(raw)+1)
 	msg = append(msg, jsonrpc.PrefixMethod...)
 	msg = jsonrpc.AppendString(msg, method)
-	msg, p, err := appendParams(msg, params)
-	if err != nil {
-		return nil, head{}, err
+	var p []byte
+	if raw != nil {
+		msg = append(msg, jsonrpc.MidParams...)
+		start := len(msg)
+		msg = append(msg, raw...)
+		p = msg[start:len(msg):len(msg)]
 	}
 	return append(msg, '}'), head{kind: jsonrpc.KindNotification, method: method, params: p}, nil
 }
