@@ -57,6 +57,10 @@ const (
 	// https://agentclientprotocol.com/protocol/schema).
 	CodeBusy             int64 = -32000
 	CodeResourceNotFound int64 = -32002
+	// CodeAuthRequired is ACP's "Authentication required": the same code as
+	// CodeBusy, sent without data.reason, which is how clients tell the two
+	// apart.
+	CodeAuthRequired int64 = -32000
 )
 
 // StopReason ends a prompt turn.
@@ -76,8 +80,10 @@ type Implementation struct {
 	Title   string `json:"title,omitempty"`
 }
 
-// ContentBlock is one block of a prompt or an update. Blocks other than
-// text keep their raw JSON in Raw.
+// ContentBlock is one block of a prompt or an update, with its raw JSON
+// in Raw (how blocks other than text marshal). In a Turn's Prompt, Raw
+// aliases the request's params, which stay valid: read it, do not write
+// to it.
 type ContentBlock struct {
 	Type string          `json:"type"`
 	Text string          `json:"text,omitempty"`
@@ -128,34 +134,138 @@ type PermissionOption struct {
 // Agent is what an agent author provides. Prompt is required; everything
 // else has a default.
 type Agent struct {
-	Info         Implementation
-	Capabilities map[string]any // agentCapabilities; default {}
-	Modes        []SessionMode  // offered by session/new; the first is current
+	Info Implementation
+	// Capabilities is agentCapabilities; default {}. The runtime adds what
+	// it serves itself: loadSession when LoadSession is set,
+	// sessionCapabilities close and resume, and mcpCapabilities.acp with
+	// MCPOverACP, merged into the objects given here.
+	Capabilities map[string]any
+	Modes        []SessionMode // offered by session/new; the first is current
 	// Prompt runs one turn. It streams with turn.Update and sees a context
 	// that is cancelled by session/cancel, $/cancel_request, or the end of
 	// input. After a cancellation the turn answers stopReason "cancelled"
 	// whatever Prompt returns (guarantee A5).
 	Prompt func(ctx context.Context, turn *Turn) (StopReason, error)
+	// AuthMethods are initialize's authMethods (default []); a method of
+	// Type "terminal" is left out for a client that did not declare
+	// auth.terminal. When it is not empty, authenticate with a methodId it
+	// does not list gets -32602.
+	AuthMethods []AuthMethod
+	// RequireAuth refuses session/new, session/load, session/resume and
+	// session/prompt with -32000 "Authentication required" (no data) until
+	// an authenticate has succeeded on the connection.
+	RequireAuth bool
 	// Authenticate checks a method id; nil accepts any.
 	Authenticate func(ctx context.Context, methodID string) error
+	// NewSession, if set, is called by session/new with the new session
+	// before it is answered; an error refuses the session (a
+	// *jsonrpc.Error is sent as it is).
+	NewSession func(ctx context.Context, s *Session) error
 	// LoadSession, if set, enables session/load (and agentCapabilities.
 	// loadSession): it replays the session's history with replay (as
 	// session/update notifications, all before the response) and reports
-	// whether it knows the session.
+	// whether it knows the session. session/resume of a session this
+	// connection does not hold calls it too, with a replay that discards
+	// the updates.
 	LoadSession func(ctx context.Context, s *Session, replay func(update any) error) (bool, error)
 	// ConfigOptions are offered by session/new; session/set_config_option
 	// changes their current values.
 	ConfigOptions []ConfigOption
+	// MCPOverACP advertises mcpCapabilities.acp: the agent accepts MCP
+	// servers that the client serves over the ACP connection itself.
+	MCPOverACP bool
 }
 
-// ConfigOption is a session configuration option of type "select".
+// ConfigOption is a session configuration option: Type "select" (the
+// default) with Options, or "boolean", whose CurrentValue is "true" or
+// "false" here and a JSON boolean on the wire. Raw keeps the option as a
+// peer sent it (grouped select options are flattened into Options).
 type ConfigOption struct {
-	ID           string         `json:"id"`
-	Name         string         `json:"name"`
-	Category     string         `json:"category,omitempty"`
-	Type         string         `json:"type"` // "select"
-	CurrentValue string         `json:"currentValue"`
-	Options      []ConfigChoice `json:"options"`
+	ID           string
+	Name         string
+	Description  string
+	Category     string
+	Type         string // "select" or "boolean"
+	CurrentValue string
+	Options      []ConfigChoice
+	Raw          json.RawMessage
+}
+
+// MarshalJSON writes the schema's form of each type: a boolean option's
+// currentValue as a JSON boolean and no options, a select option's
+// options always as an array.
+func (o ConfigOption) MarshalJSON() ([]byte, error) {
+	type base struct {
+		ID          string `json:"id"`
+		Name        string `json:"name"`
+		Description string `json:"description,omitempty"`
+		Category    string `json:"category,omitempty"`
+		Type        string `json:"type"`
+	}
+	b := base{o.ID, o.Name, o.Description, o.Category, o.Type}
+	if o.Type == "boolean" {
+		return json.Marshal(struct {
+			base
+			CurrentValue bool `json:"currentValue"`
+		}{b, o.CurrentValue == "true"})
+	}
+	if b.Type == "" {
+		b.Type = "select"
+	}
+	return json.Marshal(struct {
+		base
+		CurrentValue string         `json:"currentValue"`
+		Options      []ConfigChoice `json:"options"`
+	}{b, o.CurrentValue, nonNil(o.Options)})
+}
+
+// UnmarshalJSON reads both types: a boolean currentValue becomes "true" or
+// "false", grouped options ({group, name, options}) are flattened, and
+// what cannot be read (an option item of another shape) is skipped, as
+// the schema's x-deserialize-default-on-error asks.
+func (o *ConfigOption) UnmarshalJSON(data []byte) error {
+	var v struct {
+		ID           string            `json:"id"`
+		Name         string            `json:"name"`
+		Description  *string           `json:"description"`
+		Category     *string           `json:"category"`
+		Type         string            `json:"type"`
+		CurrentValue json.RawMessage   `json:"currentValue"`
+		Options      []json.RawMessage `json:"options"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*o = ConfigOption{ID: v.ID, Name: v.Name, Type: v.Type, Raw: append(json.RawMessage(nil), data...)}
+	if v.Description != nil {
+		o.Description = *v.Description
+	}
+	if v.Category != nil {
+		o.Category = *v.Category
+	}
+	var b bool
+	if json.Unmarshal(v.CurrentValue, &b) == nil && (string(v.CurrentValue) == "true" || string(v.CurrentValue) == "false") {
+		o.CurrentValue = strconv.FormatBool(b)
+	} else {
+		_ = json.Unmarshal(v.CurrentValue, &o.CurrentValue)
+	}
+	for _, raw := range v.Options {
+		var item struct {
+			Group   *string        `json:"group"`
+			Value   string         `json:"value"`
+			Name    string         `json:"name"`
+			Options []ConfigChoice `json:"options"`
+		}
+		if json.Unmarshal(raw, &item) != nil {
+			continue
+		}
+		if item.Group != nil {
+			o.Options = append(o.Options, item.Options...)
+		} else {
+			o.Options = append(o.Options, ConfigChoice{Value: item.Value, Name: item.Name})
+		}
+	}
+	return nil
 }
 
 // ConfigChoice is one value of a ConfigOption.
@@ -264,15 +374,25 @@ type conn struct {
 	agent *Agent
 	opts  Options
 
-	mu          sync.Mutex
-	initialized bool
-	sessions    map[string]*Session
-	background  int
-	nextSession atomic.Int64
-	watchOnce   sync.Once
-	watching    atomic.Bool
-	cleaned     chan struct{} // closed when end-of-input cleanup is done
-	bridges     bridges
+	mu            sync.Mutex
+	initialized   bool
+	authenticated bool
+	sessions      map[string]*Session
+	background    int
+	nextSession   atomic.Int64
+	watchOnce     sync.Once
+	watching      atomic.Bool
+	cleaned       chan struct{} // closed when end-of-input cleanup is done
+	bridges       bridges
+	// client is what initialize declared; nil before it. Turns read it
+	// without the lock.
+	client atomic.Pointer[peerClient]
+}
+
+// peerClient is the client as its initialize described it.
+type peerClient struct {
+	caps ClientCapabilities
+	raw  json.RawMessage
 }
 
 // Session is one ACP session.
@@ -283,6 +403,7 @@ type Session struct {
 
 	config sync.Map    // config option id -> current value
 	closed atomic.Bool // session/close or idle cleanup: no new bridges
+	c      *conn
 
 	// guarded by conn.mu
 	active     *reservation
@@ -290,7 +411,8 @@ type Session struct {
 	mcpServers []json.RawMessage
 }
 
-// Config returns the current value of a config option.
+// Config returns the current value of a config option ("true" or "false"
+// for a boolean one).
 func (s *Session) Config(id string) string {
 	v, _ := s.config.Load(id)
 	str, _ := v.(string)
@@ -303,12 +425,45 @@ func (s *Session) Mode() string {
 	return m
 }
 
+// ClientCapabilities returns what the client declared in initialize.
+func (s *Session) ClientCapabilities() ClientCapabilities {
+	if s.c == nil {
+		return ClientCapabilities{}
+	}
+	return s.c.clientCapabilities()
+}
+
+func (c *conn) clientCapabilities() ClientCapabilities {
+	if p := c.client.Load(); p != nil {
+		return p.caps
+	}
+	return ClientCapabilities{}
+}
+
 // reservation is a prompt's claim on its session and its cancellation
-// token, made in receive order before the prompt's handler starts (guarantee A5).
+// token, made in receive order before the prompt's handler starts
+// (guarantee A5). The turn's context does not exist yet at admission (it
+// derives from the handler's), so a cancellation that comes first is kept
+// in cause and applied when the turn starts: one context per turn, not a
+// token context plus a turn context joined by an AfterFunc. The Turn and
+// the first prompt block live in it, so that a turn costs one allocation
+// for all three.
 type reservation struct {
-	req    *rpc.Request // the prompt that holds it
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	req    *rpc.Request            // the prompt that holds it
+	cause  error                   // a cancellation before the turn started; under conn.mu
+	cancel context.CancelCauseFunc // the turn's context; nil until it starts; under conn.mu
+	turn   Turn
+	one    [1]ContentBlock
+}
+
+// cancelLocked cancels the turn, or records the cancellation for a turn
+// that has not started yet. c.mu is held.
+func (r *reservation) cancelLocked(cause error) {
+	if r.cancel != nil {
+		r.cancel(cause)
+	} else if r.cause == nil {
+		r.cause = cause
+	}
 }
 
 // errCancelledTurn is the cause of a turn cancelled by session/cancel.
@@ -323,8 +478,35 @@ func busy(reason string, data map[string]any) *jsonrpc.Error {
 	return jsonrpc.NewError(CodeBusy, msg, data)
 }
 
+// errAuthRequired is exactly what ACP clients read as "authenticate
+// first": -32000 without data (a data.reason would make it a busy error).
+func errAuthRequired() error {
+	return jsonrpc.NewError(CodeAuthRequired, "Authentication required", nil)
+}
+
+func notFound(id string) error {
+	return jsonrpc.NewError(CodeResourceNotFound, "session not found: "+id, map[string]any{"sessionId": id})
+}
+
 type sessionParams struct {
 	SessionID string `json:"sessionId"`
+}
+
+// sessionIDOf reads params.sessionId without encoding/json: it runs for
+// every prompt at admission and again in its handler, and for every
+// cancel. The bytes alias params (or are a decoded copy when the id has
+// escapes); a lookup c.sessions[string(id)] copies nothing. nil when
+// absent or not a string.
+func sessionIDOf(params []byte) []byte {
+	var id []byte
+	jsonrpc.EachMember(params, func(k, v []byte) bool {
+		if string(k) != "sessionId" {
+			return true
+		}
+		id, _ = jsonrpc.StringBytes(v)
+		return false
+	})
+	return id
 }
 
 // admit runs in receive order before any handler starts: the background
@@ -344,14 +526,11 @@ func (c *conn) admit(req *rpc.Request) error {
 		return busy("connection_busy", map[string]any{"limit": c.opts.MaxBackground})
 	}
 	if req.Method == MethodPrompt {
-		var p sessionParams
-		json.Unmarshal(req.Params, &p)
-		if s := c.sessions[p.SessionID]; s != nil {
+		if s := c.sessions[string(sessionIDOf(req.Params))]; s != nil {
 			if s.active != nil {
 				return busy("prompt_in_progress", map[string]any{"sessionId": s.ID})
 			}
-			ctx, cancel := context.WithCancelCause(context.Background())
-			s.active = &reservation{req: req, ctx: ctx, cancel: cancel}
+			s.active = &reservation{req: req}
 		}
 	}
 	c.background++
@@ -366,9 +545,13 @@ func (c *conn) release(s *Session, r *reservation) {
 		s.active = nil
 		s.lastUsed = time.Now()
 	}
-	c.mu.Unlock()
+	var cancel context.CancelCauseFunc
 	if r != nil {
-		r.cancel(nil)
+		cancel = r.cancel
+	}
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel(nil)
 	}
 }
 
@@ -381,10 +564,8 @@ func (c *conn) releaseFor(req *rpc.Request) {
 	var s *Session
 	var r *reservation
 	if req.Method == MethodPrompt {
-		var p sessionParams
-		json.Unmarshal(req.Params, &p)
 		c.mu.Lock()
-		if s = c.sessions[p.SessionID]; s != nil && s.active != nil && s.active.req == req {
+		if s = c.sessions[string(sessionIDOf(req.Params))]; s != nil && s.active != nil && s.active.req == req {
 			r = s.active
 		}
 		c.mu.Unlock()
@@ -407,7 +588,7 @@ func (c *conn) watchInput(rc *rpc.Conn) {
 			c.mu.Lock()
 			for _, s := range c.sessions {
 				if s.active != nil {
-					s.active.cancel(rpc.ErrEndOfStream)
+					s.active.cancelLocked(rpc.ErrEndOfStream)
 				}
 			}
 			c.mu.Unlock()
@@ -439,52 +620,59 @@ func (c *conn) session(id string) (*Session, error) {
 	defer c.mu.Unlock()
 	s := c.sessions[id]
 	if s == nil {
-		return nil, jsonrpc.NewError(CodeResourceNotFound, "session not found: "+id, map[string]any{"sessionId": id})
+		return nil, notFound(id)
 	}
 	s.lastUsed = time.Now()
 	return s, nil
 }
 
+// needsAuth lists the methods RequireAuth holds back until authenticate.
+func needsAuth(method string) bool {
+	switch method {
+	case MethodSessionNew, MethodSessionLoad, MethodSessionResume, MethodPrompt:
+		return true
+	}
+	return false
+}
+
 func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 	if req.Method != MethodInitialize {
 		c.mu.Lock()
-		ready := c.initialized
+		ready, authed := c.initialized, c.authenticated
 		c.mu.Unlock()
 		if !ready {
 			c.releaseFor(req)
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "ACP connection must be initialized before %q", req.Method)
+		}
+		if c.agent.RequireAuth && !authed && needsAuth(req.Method) {
+			c.releaseFor(req)
+			if req.IsNotification() {
+				return nil, nil
+			}
+			return nil, errAuthRequired()
 		}
 	}
 	switch req.Method {
 	case MethodInitialize:
 		return c.initialize(req)
 	case MethodAuthenticate:
-		var p struct {
-			MethodID string `json:"methodId"`
-		}
-		if err := req.UnmarshalParams(&p); err != nil {
-			return nil, err
-		}
-		if c.agent.Authenticate != nil {
-			if err := c.agent.Authenticate(ctx, p.MethodID); err != nil {
-				return nil, err
-			}
-		}
-		return map[string]any{}, nil
+		return c.authenticate(ctx, req)
 	case MethodSessionNew:
-		return c.newSession(req)
+		return c.newSession(ctx, req)
 	case MethodSetMode:
 		return c.setMode(req)
 	case MethodSetConfigOption:
 		return c.setConfigOption(req)
 	case MethodSessionLoad:
 		return c.loadSession(ctx, req)
+	case MethodSessionResume:
+		return c.resumeSession(ctx, req)
 	case MethodCancel:
 		c.cancelTurn(req)
 		if req.IsNotification() {
 			return nil, nil
 		}
-		return map[string]any{}, nil // sent as a request by mistake: still honoured
+		return emptyResult(), nil // sent as a request by mistake: still honoured
 	case MethodSessionClose:
 		var p sessionParams
 		if err := req.UnmarshalParams(&p); err != nil {
@@ -493,7 +681,7 @@ func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 		c.mu.Lock()
 		s := c.sessions[p.SessionID]
 		if s != nil && s.active != nil {
-			s.active.cancel(errCancelledTurn)
+			s.active.cancelLocked(errCancelledTurn)
 		}
 		delete(c.sessions, p.SessionID)
 		c.mu.Unlock()
@@ -501,7 +689,7 @@ func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 			s.closed.Store(true)
 			c.closeBridges(s)
 		}
-		return map[string]any{}, nil
+		return emptyResult(), nil
 	case MethodPrompt:
 		if req.IsNotification() {
 			return nil, nil // nothing was admitted for it; nothing to answer
@@ -509,6 +697,7 @@ func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 		return c.prompt(ctx, req)
 	case MethodMCPConnect, MethodMCPMessage, MethodMCPDisconnect:
 		if req.IsNotification() {
+			c.deliverMCPNotification(req) // from a server the client offers, to the agent's MCPConnection
 			return nil, nil
 		}
 		defer c.release(nil, nil)
@@ -528,16 +717,97 @@ func (c *conn) handle(ctx context.Context, req *rpc.Request) (any, error) {
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 }
 
+// Pre-encoded results: a handler returns a pointer to one of these, which
+// rpc sends as it is, with no map, no reflection and no allocation. They
+// are never written to.
+var (
+	resultEmpty     = jsonrpc.Encoded(`{}`)
+	resultEndTurn   = jsonrpc.Encoded(`{"stopReason":"end_turn"}`)
+	resultCancelled = jsonrpc.Encoded(`{"stopReason":"cancelled"}`)
+)
+
+func emptyResult() any { return &resultEmpty }
+
+func stopResult(reason StopReason) any {
+	switch reason {
+	case EndTurn:
+		return &resultEndTurn
+	case Cancelled:
+		return &resultCancelled
+	}
+	b := append(jsonrpc.AppendString([]byte(`{"stopReason":`), string(reason)), '}')
+	e := jsonrpc.Encoded(b)
+	return &e
+}
+
+// decodeClientCapabilities reads clientCapabilities member by member, each
+// falling back to its default when malformed (the schema's
+// x-deserialize-default-on-error): a client's unexpected shape for one
+// capability costs it that capability, not the connection.
+func decodeClientCapabilities(raw json.RawMessage) ClientCapabilities {
+	var caps ClientCapabilities
+	var parts struct {
+		FS       json.RawMessage `json:"fs"`
+		Terminal json.RawMessage `json:"terminal"`
+		Auth     json.RawMessage `json:"auth"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return caps
+	}
+	var fs struct {
+		Read  json.RawMessage `json:"readTextFile"`
+		Write json.RawMessage `json:"writeTextFile"`
+	}
+	if json.Unmarshal(parts.FS, &fs) == nil {
+		_ = json.Unmarshal(fs.Read, &caps.FS.ReadTextFile)
+		_ = json.Unmarshal(fs.Write, &caps.FS.WriteTextFile)
+	}
+	_ = json.Unmarshal(parts.Terminal, &caps.Terminal)
+	var auth struct {
+		Terminal json.RawMessage `json:"terminal"`
+	}
+	if json.Unmarshal(parts.Auth, &auth) == nil {
+		_ = json.Unmarshal(auth.Terminal, &caps.Auth.Terminal)
+	}
+	return caps
+}
+
 func (c *conn) initialize(req *rpc.Request) (any, error) {
 	var p struct {
-		ProtocolVersion *int `json:"protocolVersion"`
+		ProtocolVersion    *int            `json:"protocolVersion"`
+		ClientCapabilities json.RawMessage `json:"clientCapabilities"`
 	}
 	if err := req.UnmarshalParams(&p); err != nil || p.ProtocolVersion == nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: initialize needs protocolVersion")
 	}
+	caps := decodeClientCapabilities(p.ClientCapabilities)
+	c.client.Store(&peerClient{caps: caps, raw: p.ClientCapabilities})
+	// A "terminal" method is for clients that can run it (the schema's
+	// auth.terminal "determines which authentication method types the
+	// agent may include").
+	methods := make([]AuthMethod, 0, len(c.agent.AuthMethods))
+	for _, m := range c.agent.AuthMethods {
+		if m.Type != "terminal" || caps.Auth.Terminal {
+			methods = append(methods, m)
+		}
+	}
 	c.mu.Lock()
 	c.initialized = true
 	c.mu.Unlock()
+	// The agent answers with the client's version if it supports it, or
+	// its own latest.
+	return map[string]any{
+		"protocolVersion":   ProtocolVersion,
+		"agentCapabilities": c.agentCapabilities(),
+		"authMethods":       methods,
+		"agentInfo":         c.agent.Info,
+	}, nil
+}
+
+// agentCapabilities is Agent.Capabilities with what the runtime serves
+// merged in: an object the agent gave (sessionCapabilities,
+// mcpCapabilities) keeps its members and gains ours.
+func (c *conn) agentCapabilities() map[string]any {
 	caps := map[string]any{}
 	for k, v := range c.agent.Capabilities {
 		caps[k] = v
@@ -545,17 +815,73 @@ func (c *conn) initialize(req *rpc.Request) (any, error) {
 	if c.agent.LoadSession != nil {
 		caps["loadSession"] = true
 	}
-	// The agent answers with the client's version if it supports it, or
-	// its own latest.
-	return map[string]any{
-		"protocolVersion":   ProtocolVersion,
-		"agentCapabilities": caps,
-		"authMethods":       []any{},
-		"agentInfo":         c.agent.Info,
-	}, nil
+	sc := asObject(caps["sessionCapabilities"])
+	for _, k := range []string{"close", "resume"} {
+		if v, ok := sc[k]; !ok || v == nil {
+			sc[k] = map[string]any{}
+		}
+	}
+	caps["sessionCapabilities"] = sc
+	if c.agent.MCPOverACP {
+		mc := asObject(caps["mcpCapabilities"])
+		mc["acp"] = true
+		caps["mcpCapabilities"] = mc
+	}
+	return caps
 }
 
-func (c *conn) newSession(req *rpc.Request) (any, error) {
+// asObject returns a copy of v as a JSON object's members (v a map, a
+// struct, raw JSON...); an empty map when v is absent or not an object.
+func asObject(v any) map[string]any {
+	out := map[string]any{}
+	if v == nil {
+		return out
+	}
+	if m, ok := v.(map[string]any); ok {
+		for k, x := range m {
+			out[k] = x
+		}
+		return out
+	}
+	if b, err := json.Marshal(v); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
+}
+
+func (c *conn) authenticate(ctx context.Context, req *rpc.Request) (any, error) {
+	var p struct {
+		MethodID string `json:"methodId"`
+	}
+	if err := req.UnmarshalParams(&p); err != nil {
+		return nil, err
+	}
+	if p.MethodID == "" {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: authenticate needs methodId")
+	}
+	if len(c.agent.AuthMethods) > 0 {
+		listed := false
+		for _, m := range c.agent.AuthMethods {
+			listed = listed || m.ID == p.MethodID
+		}
+		if !listed {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+				fmt.Sprintf("invalid params: %q is not one of this agent's authMethods", p.MethodID),
+				map[string]any{"methodId": p.MethodID})
+		}
+	}
+	if c.agent.Authenticate != nil {
+		if err := c.agent.Authenticate(ctx, p.MethodID); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	c.authenticated = true
+	c.mu.Unlock()
+	return emptyResult(), nil
+}
+
+func (c *conn) newSession(ctx context.Context, req *rpc.Request) (any, error) {
 	var p struct {
 		Cwd        string            `json:"cwd"`
 		McpServers []json.RawMessage `json:"mcpServers"`
@@ -566,7 +892,19 @@ func (c *conn) newSession(req *rpc.Request) (any, error) {
 	if p.Cwd == "" || p.McpServers == nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: session/new needs cwd and mcpServers")
 	}
-	s := &Session{ID: "sess-" + strconv.FormatInt(c.nextSession.Add(1), 10), Cwd: p.Cwd, lastUsed: time.Now(), mcpServers: p.McpServers}
+	s := &Session{Cwd: p.Cwd, lastUsed: time.Now(), mcpServers: p.McpServers, c: c}
+	c.mu.Lock()
+	// A session/load may have brought in an id of the form we mint (from
+	// an earlier connection): skip it rather than replace that session.
+	for s.ID == "" || c.sessions[s.ID] != nil {
+		s.ID = "sess-" + strconv.FormatInt(c.nextSession.Add(1), 10)
+	}
+	c.mu.Unlock()
+	if c.agent.NewSession != nil {
+		if err := c.agent.NewSession(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	res := map[string]any{"sessionId": s.ID}
 	c.describe(s, res)
 	c.mu.Lock()
@@ -604,9 +942,10 @@ func (c *conn) configOptions(s *Session) []ConfigOption {
 
 func (c *conn) setConfigOption(req *rpc.Request) (any, error) {
 	var p struct {
-		SessionID string `json:"sessionId"`
-		ConfigID  string `json:"configId"`
-		Value     string `json:"value"`
+		SessionID string          `json:"sessionId"`
+		ConfigID  string          `json:"configId"`
+		Type      string          `json:"type"`
+		Value     json.RawMessage `json:"value"`
 	}
 	if err := req.UnmarshalParams(&p); err != nil {
 		return nil, err
@@ -619,15 +958,34 @@ func (c *conn) setConfigOption(req *rpc.Request) (any, error) {
 		if o.ID != p.ConfigID {
 			continue
 		}
+		if o.Type == "boolean" {
+			var b bool
+			if (p.Type != "" && p.Type != "boolean") || json.Unmarshal(p.Value, &b) != nil || len(p.Value) == 0 || p.Value[0] == 'n' {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %q is a boolean option: value must be true or false", p.ConfigID)
+			}
+			s.config.Store(o.ID, strconv.FormatBool(b))
+			return map[string]any{"configOptions": c.configOptions(s)}, nil
+		}
+		var v string
+		if p.Type == "boolean" || json.Unmarshal(p.Value, &v) != nil || len(p.Value) == 0 || p.Value[0] != '"' {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %q is a select option: value must be one of its values", p.ConfigID)
+		}
 		for _, ch := range o.Options {
-			if ch.Value == p.Value {
-				s.config.Store(o.ID, p.Value)
+			if ch.Value == v {
+				s.config.Store(o.ID, v)
 				return map[string]any{"configOptions": c.configOptions(s)}, nil
 			}
 		}
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %q is not a value of %q", p.Value, p.ConfigID)
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %q is not a value of %q", v, p.ConfigID)
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: unknown config option %q", p.ConfigID)
+}
+
+// loadParams are session/load's and session/resume's params.
+type loadParams struct {
+	SessionID  string            `json:"sessionId"`
+	Cwd        string            `json:"cwd"`
+	McpServers []json.RawMessage `json:"mcpServers"`
 }
 
 // loadSession is session/load: the agent replays the history as updates,
@@ -636,27 +994,63 @@ func (c *conn) loadSession(ctx context.Context, req *rpc.Request) (any, error) {
 	if c.agent.LoadSession == nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (this agent cannot load sessions)", req.Method)
 	}
-	var p struct {
-		SessionID  string            `json:"sessionId"`
-		Cwd        string            `json:"cwd"`
-		McpServers []json.RawMessage `json:"mcpServers"`
-	}
+	var p loadParams
 	if err := req.UnmarshalParams(&p); err != nil {
 		return nil, err
 	}
 	if p.SessionID == "" || p.Cwd == "" || p.McpServers == nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: session/load needs sessionId, cwd and mcpServers")
 	}
-	s := &Session{ID: p.SessionID, Cwd: p.Cwd, lastUsed: time.Now(), mcpServers: p.McpServers}
-	replay := func(update any) error {
-		return req.Notify(MethodUpdate, map[string]any{"sessionId": s.ID, "update": update})
+	return c.attach(ctx, p, func(update any) error {
+		msg, err := updateMessage(p.SessionID, update)
+		if err != nil {
+			return err
+		}
+		return req.Notify(MethodUpdate, json.RawMessage(msg))
+	})
+}
+
+// resumeSession is session/resume: the session is reattached without a
+// replay. One this connection still holds answers as it is; another is
+// asked of LoadSession, whose replay is discarded.
+func (c *conn) resumeSession(ctx context.Context, req *rpc.Request) (any, error) {
+	var p loadParams
+	if err := req.UnmarshalParams(&p); err != nil {
+		return nil, err
 	}
+	if p.SessionID == "" || p.Cwd == "" {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: session/resume needs sessionId and cwd")
+	}
+	c.mu.Lock()
+	s := c.sessions[p.SessionID]
+	if s != nil {
+		s.lastUsed = time.Now()
+	}
+	c.mu.Unlock()
+	if s != nil {
+		res := map[string]any{}
+		c.describe(s, res)
+		return res, nil
+	}
+	if c.agent.LoadSession == nil {
+		return nil, notFound(p.SessionID)
+	}
+	if p.McpServers == nil {
+		p.McpServers = []json.RawMessage{}
+	}
+	return c.attach(ctx, p, func(any) error { return nil })
+}
+
+// attach asks LoadSession for a session and, when it knows it, makes it
+// this connection's.
+func (c *conn) attach(ctx context.Context, p loadParams, replay func(any) error) (any, error) {
+	s := &Session{ID: p.SessionID, Cwd: p.Cwd, lastUsed: time.Now(), mcpServers: p.McpServers, c: c}
 	known, err := c.agent.LoadSession(ctx, s, replay)
 	if err != nil {
 		return nil, err
 	}
 	if !known {
-		return nil, jsonrpc.NewError(CodeResourceNotFound, "session not found: "+p.SessionID, map[string]any{"sessionId": p.SessionID})
+		return nil, notFound(p.SessionID)
 	}
 	res := map[string]any{}
 	c.describe(s, res)
@@ -690,84 +1084,137 @@ func (c *conn) setMode(req *rpc.Request) (any, error) {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: unknown mode %q", p.ModeID)
 	}
 	s.mode.Store(p.ModeID)
-	return map[string]any{}, nil
+	return emptyResult(), nil
 }
 
 // cancelTurn is session/cancel: the session's active turn (running or not
 // yet started) is cancelled; the next turn gets a fresh token (guarantee A5).
 func (c *conn) cancelTurn(req *rpc.Request) {
-	var p sessionParams
-	if json.Unmarshal(req.Params, &p) != nil {
+	id := sessionIDOf(req.Params)
+	if id == nil {
 		return
 	}
 	c.mu.Lock()
-	if s := c.sessions[p.SessionID]; s != nil && s.active != nil {
-		s.active.cancel(errCancelledTurn)
+	if s := c.sessions[string(id)]; s != nil && s.active != nil {
+		s.active.cancelLocked(errCancelledTurn)
 	}
 	c.mu.Unlock()
 }
 
-// Turn is one prompt turn as the agent's Prompt function sees it.
-type Turn struct {
-	Session *Session
-	Prompt  []ContentBlock
-	req     *rpc.Request
-}
-
-// Update streams one session/update for this turn; updates reach the
-// client in order and before the prompt's response (guarantee A2).
-func (t *Turn) Update(update any) error {
-	return t.req.Notify(MethodUpdate, map[string]any{"sessionId": t.Session.ID, "update": update})
-}
-
-// MessageChunk streams an agent_message_chunk with text. It is the most
-// frequent message of a turn, so it is encoded directly rather than
-// through maps and reflection.
-func (t *Turn) MessageChunk(text string) error {
-	msg := make([]byte, 0, 112+len(t.Session.ID)+len(text))
-	msg = append(msg, `{"sessionId":`...)
-	msg = jsonrpc.AppendString(msg, t.Session.ID)
-	msg = append(msg, `,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`...)
-	msg = jsonrpc.AppendString(msg, text)
-	msg = append(msg, `}}}`...)
-	return t.req.Notify(MethodUpdate, json.RawMessage(msg))
-}
-
-// RequestPermission asks the client (session/request_permission) and
-// returns the chosen option id, or "" when the client answered cancelled.
-func (t *Turn) RequestPermission(ctx context.Context, toolCall any, options []PermissionOption) (string, error) {
-	res, err := t.req.Conn().Call(ctx, MethodRequestPermission, map[string]any{
-		"sessionId": t.Session.ID, "toolCall": toolCall, "options": options,
+// decodePrompt reads session/prompt's params without encoding/json, which
+// costs a dozen allocations for even a one-line prompt. It only checks
+// the shape and finds the parts: sid and prompt alias params (rpc keeps
+// them immutable for the request's life and after it), n is the number of
+// blocks, and fillBlocks decodes them once their destination is known (a
+// one-block prompt goes into its reservation: no allocation but its
+// text). ok is false for anything this fast path does not read exactly as
+// encoding/json would (a missing or non-string sessionId, a prompt that
+// is not an array of objects, a type or text that is not a string); the
+// caller then decodes with encoding/json, for its errors.
+func decodePrompt(params []byte) (sid, prompt []byte, n int, ok bool) {
+	ok = true
+	jsonrpc.EachMember(params, func(k, v []byte) bool {
+		switch string(k) {
+		case "sessionId":
+			sid, ok = jsonrpc.StringBytes(v)
+		case "prompt":
+			prompt = v
+		}
+		return ok
 	})
-	if err != nil {
-		return "", err
+	if !ok || sid == nil || len(prompt) == 0 || prompt[0] != '[' {
+		return nil, nil, 0, false
 	}
-	var r struct {
-		Outcome struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId"`
-		} `json:"outcome"`
-	}
-	if err := json.Unmarshal(res, &r); err != nil {
-		return "", fmt.Errorf("acp: malformed permission outcome: %w", err)
-	}
-	if r.Outcome.Outcome != "selected" {
-		return "", nil
-	}
-	return r.Outcome.OptionID, nil
+	jsonrpc.EachElement(prompt, func(v []byte) bool {
+		ok = decodeBlock(v, nil)
+		n++
+		return ok
+	})
+	return sid, prompt, n, ok
 }
 
-func (c *conn) prompt(ctx context.Context, req *rpc.Request) (any, error) {
+// decodePromptSlow decodes with encoding/json what decodePrompt does not
+// read, for its -32602 errors. A function of its own so that its struct's
+// escape to the heap is paid only here.
+func decodePromptSlow(req *rpc.Request) (sid []byte, blocks []ContentBlock, err error) {
 	var p struct {
 		SessionID string         `json:"sessionId"`
 		Prompt    []ContentBlock `json:"prompt"`
 	}
 	if err := req.UnmarshalParams(&p); err != nil {
-		c.releaseFor(req)
-		return nil, err
+		return nil, nil, err
+	}
+	return []byte(p.SessionID), p.Prompt, nil
+}
+
+// fillBlocks decodes the n blocks decodePrompt checked into dst.
+func fillBlocks(prompt []byte, dst []ContentBlock) {
+	i := 0
+	jsonrpc.EachElement(prompt, func(v []byte) bool {
+		if i < len(dst) {
+			decodeBlock(v, &dst[i])
+		}
+		i++
+		return i < len(dst)
+	})
+}
+
+// decodeBlock is ContentBlock.UnmarshalJSON's fast path (see
+// decodePrompt); with a nil b it only checks.
+func decodeBlock(v []byte, b *ContentBlock) bool {
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	ok := true
+	jsonrpc.EachMember(v, func(k, val []byte) bool {
+		var s []byte
+		switch string(k) {
+		case "type":
+			if s, ok = jsonrpc.StringBytes(val); ok && b != nil {
+				b.Type = blockType(s)
+			}
+		case "text":
+			if s, ok = jsonrpc.StringBytes(val); ok && b != nil {
+				b.Text = string(s)
+			}
+		}
+		return ok
+	})
+	if b != nil {
+		b.Raw = v[:len(v):len(v)]
+	}
+	return ok
+}
+
+// blockType returns the schema's block types as constants: no copy.
+func blockType(t []byte) string {
+	switch string(t) {
+	case "text":
+		return "text"
+	case "image":
+		return "image"
+	case "audio":
+		return "audio"
+	case "resource_link":
+		return "resource_link"
+	case "resource":
+		return "resource"
+	}
+	return string(t)
+}
+
+func (c *conn) prompt(ctx context.Context, req *rpc.Request) (any, error) {
+	sid, raw, n, fast := decodePrompt(req.Params)
+	var slowBlocks []ContentBlock
+	if !fast {
+		var err error
+		if sid, slowBlocks, err = decodePromptSlow(req); err != nil {
+			c.releaseFor(req)
+			return nil, err
+		}
 	}
 	c.mu.Lock()
-	s := c.sessions[p.SessionID]
+	s := c.sessions[string(sid)]
 	var r *reservation
 	var refused error
 	switch {
@@ -779,8 +1226,7 @@ func (c *conn) prompt(ctx context.Context, req *rpc.Request) (any, error) {
 	default:
 		// The session did not exist yet when the prompt was admitted (it
 		// was queued behind the session/load that creates it): reserve now.
-		ctx, cancel := context.WithCancelCause(context.Background())
-		r = &reservation{req: req, ctx: ctx, cancel: cancel}
+		r = &reservation{req: req}
 		s.active = r
 	}
 	c.mu.Unlock()
@@ -790,21 +1236,39 @@ func (c *conn) prompt(ctx context.Context, req *rpc.Request) (any, error) {
 	}
 	if s == nil || r == nil {
 		c.release(nil, nil)
-		return nil, jsonrpc.NewError(CodeResourceNotFound, "session not found: "+p.SessionID, map[string]any{"sessionId": p.SessionID})
+		return nil, notFound(string(sid))
 	}
 	defer c.release(s, r) // on completion and on panic (guarantee A8)
+	blocks := slowBlocks
+	if fast {
+		switch n {
+		case 0:
+			blocks = []ContentBlock{}
+		case 1:
+			blocks = r.one[:]
+		default:
+			blocks = make([]ContentBlock, n)
+		}
+		fillBlocks(raw, blocks)
+	}
 
 	// The turn's context ends with the request's ($/cancel_request, the
-	// connection) or with the reservation's token (session/cancel, EOF).
+	// connection) or with the reservation's token (session/cancel, EOF),
+	// which cancels it directly from now on.
 	tctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(r.ctx, func() { cancel(context.Cause(r.ctx)) })
-	defer stop()
+	c.mu.Lock()
+	r.cancel = cancel
+	if r.cause != nil {
+		cancel(r.cause)
+	}
+	c.mu.Unlock()
 
-	reason, err := c.agent.Prompt(tctx, &Turn{Session: s, Prompt: p.Prompt, req: req})
+	t := &r.turn
+	t.Session, t.Prompt, t.req, t.c = s, blocks, req, c
+	reason, err := c.agent.Prompt(tctx, t)
 	if tctx.Err() != nil {
 		// "MUST reply with stopReason cancelled, not an error".
-		return map[string]any{"stopReason": Cancelled}, nil
+		return stopResult(Cancelled), nil
 	}
 	if err != nil {
 		return nil, err
@@ -812,5 +1276,5 @@ func (c *conn) prompt(ctx context.Context, req *rpc.Request) (any, error) {
 	if reason == "" {
 		reason = EndTurn
 	}
-	return map[string]any{"stopReason": reason}, nil
+	return stopResult(reason), nil
 }

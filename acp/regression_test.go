@@ -3,7 +3,9 @@ package acp_test
 // Regression tests for defects found in review: a session/prompt sent as a
 // notification broke the background count and took over another prompt's
 // reservation; a prompt queued behind the session/load that creates its
-// session was refused.
+// session was refused; session/new minted an id that a session/load had
+// already brought in, replacing that session; session/resume was listed
+// as a control method but answered -32601.
 
 import (
 	"context"
@@ -121,6 +123,40 @@ func TestLongPromptsLeaveControlAndCancelReadable(t *testing.T) {
 		}
 		if got := w.Exchange(prompt(`"again"`, "sess-1", "hi")); !strings.Contains(strings.Join(got, "\n"), `"id":"again","result":{"stopReason":"end_turn"}`) {
 			t.Fatalf("a new turn got %q", got)
+		}
+	})
+}
+
+// The runtime mints "sess-N" per connection; a session loaded under such an
+// id (made by an earlier connection) was silently replaced by the next
+// session/new, which minted the same id.
+func TestRegressionNewSessionDoesNotReuseALoadedID(t *testing.T) {
+	a := testAgent()
+	a.LoadSession = func(context.Context, *acp.Session, func(any) error) (bool, error) { return true, nil }
+	h, o := acp.ConnOptions(a, nil, nil)
+	wiretest.Run(t, h, o, func(w *wiretest.Wire) {
+		w.Exchange(initLine, `{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"sess-1","cwd":"/loaded","mcpServers":[]}}`)
+		w.Exchange(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":"sess-1","modeId":"code"}}`)
+		got := w.Exchange(newSession(1))
+		if len(got) != 1 || !strings.Contains(got[0], `"sessionId":"sess-2"`) {
+			t.Fatalf("session/new: %q", got)
+		}
+		// The loaded session is still the one with mode code.
+		got = w.Exchange(`{"jsonrpc":"2.0","id":3,"method":"session/resume","params":{"sessionId":"sess-1","cwd":"/loaded"}}`)
+		if len(got) != 1 || !strings.Contains(got[0], `"currentModeId":"code"`) {
+			t.Fatalf("loaded session replaced: %q", got)
+		}
+	})
+}
+
+// session/resume was routed to the control lane but had no handler, so a
+// client that saw it advertised got -32601.
+func TestRegressionResumeIsServed(t *testing.T) {
+	run(t, nil, func(w *wiretest.Wire) {
+		setup(w, 1)
+		got := w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"sess-1","cwd":"/tmp"}}`)
+		if len(got) != 1 || wiretest.ErrCode(t, got[0]) != 0 {
+			t.Fatalf("got %q", got)
 		}
 	})
 }
