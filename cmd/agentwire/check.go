@@ -91,6 +91,7 @@ type checkOptions struct {
 
 const checkHelp = `usage: agentwire check [flags] -- CMD [ARGS...]
        agentwire check [flags] --url URL
+       agentwire check --acp [flags] -- CMD [ARGS...]   (an ACP agent; see check --acp --help)
 
 Runs a fixed battery against an MCP server, from the outside, and prints one
 row per check: its result, what was seen (the evidence) and the rule.
@@ -141,6 +142,9 @@ Flags:
 // server (or, with --url, a Streamable HTTP one), from the outside, for
 // people who run servers they did not write.
 func runCheck(args []string, stdout, stderr io.Writer) int {
+	if acpFlagGiven(args) {
+		return runCheckACP(args, stdout, stderr) // check_acp.go: the ACP battery
+	}
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print one JSON document instead of a table")
@@ -161,16 +165,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.token, "token", "", "with --url: the bearer token to send")
 	oauth := addClientOAuthFlags(fs)
 	fs.Usage = func() {} // the error is printed by fs, the help below
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, checkHelp)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprint(stderr, checkHelp[:strings.Index(checkHelp, "\n\n")+1])
-		fmt.Fprintln(stderr, "(agentwire check --help for the checks and the flags)")
-		return 2
+	if code, done := parseCheckFlags(fs, args, checkHelp, "agentwire check --help", stdout, stderr); done {
+		return code
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -389,3 +385,22 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // ms is a duration in whole milliseconds, for the evidence.
 func millis(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
+
+// parseCheckFlags parses a battery's flags; when done, the command returns
+// code at once: 0 after --help (the whole help and the flags on stdout), 2
+// after a bad flag (fs's one line, the synopsis and where the help is).
+func parseCheckFlags(fs *flag.FlagSet, args []string, help, helpCommand string, stdout, stderr io.Writer) (code int, done bool) {
+	err := fs.Parse(args)
+	if err == nil {
+		return 0, false
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, help)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, true
+	}
+	fmt.Fprint(stderr, help[:strings.Index(help, "\n\n")+1])
+	fmt.Fprintf(stderr, "(%s for the checks and the flags)\n", helpCommand)
+	return 2, true
+}

@@ -92,7 +92,11 @@ func printHelp(w io.Writer, fs *flag.FlagSet, synopsis string) {
 var exitStatuses = map[string]string{
 	"call": "0 result, 1 JSON-RPC error, 2 usage error or transport failure,\n" +
 		"3 the server asked for input that was not given, 128+N after signal N (130 SIGINT, 143 SIGTERM).",
-	"check":  "0 passed, 1 a check failed, 2 usage error, 128+N after signal N (130 SIGINT).",
+	"check": "0 passed, 1 a check failed, 2 usage error, 128+N after signal N (130 SIGINT).",
+	"acp": "0 end_turn (or the interactive session ended), 1 JSON-RPC error from the agent,\n" +
+		"2 usage error, transport failure, no reply within --timeout and --cancel-grace, or a protocol version mismatch,\n" +
+		"3 the agent requires authentication, 4 max_tokens, 5 max_turn_requests, 6 refusal,\n" +
+		"7 cancelled without a signal, 8 unknown stop reason, 128+N after signal N (130 SIGINT, 143 SIGTERM).",
 	"tap":    "the server's (128+N when signal N ended it), 2 usage error, 127 CMD could not be started,\n128+N after signal N to the tap (130 SIGINT).",
 	"bridge": "0 stopped by SIGINT/SIGTERM, 1 the server or the listener failed, 2 usage error.",
 	"serve":  "0 stopped (end of input, or SIGINT/SIGTERM with --listen/--http), 1 failure, 2 usage error.",

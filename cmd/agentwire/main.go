@@ -4,7 +4,9 @@
 //	agentwire serve echo|mcp|acp       a test JSON-RPC server, the example MCP server, the example
 //	                                   ACP agent: on stdio, or on a socket with --listen
 //	agentwire call [flags] -- CMD      one request (MCP era negotiated), then a clean shutdown
-//	agentwire check [flags] -- CMD     a fixed battery against an MCP server (or --url URL)
+//	agentwire check [flags] -- CMD     a fixed battery against an MCP server (or --url URL;
+//	                                   --acp: an ACP agent)
+//	agentwire acp [flags] -- CMD       a terminal client for any ACP agent (or --prompt TEXT)
 //	agentwire tap [--log F] -- CMD     a transparent, logging stdio proxy
 //	agentwire bridge --http ADDR -- CMD  a stdio MCP server served over Streamable HTTP
 //
@@ -38,7 +40,16 @@ Usage:
                                   test_trigger_tool_change (over --http without crash,
                                   unless --demo-tools)
   agentwire serve acp [flags]     serve the example ACP agent on stdin/stdout: prompts
-                                  "slow N", "permission", anything else is echoed
+                                  "slow N", "permission", "plan", "tools", "thought",
+                                  "read PATH", "write PATH TEXT", "run CMD...",
+                                  "flood N", "echo-blocks", "mcp NAME TOOL ARGS";
+                                  anything else is echoed
+  agentwire acp [flags] -- CMD [ARGS...]   (or: --connect ADDR)
+                                  drive an ACP agent from the terminal: prompts typed
+                                  on stdin, the reply streamed to stdout, tool calls,
+                                  plans and permission questions on stderr, files and
+                                  terminals served from --cwd; --prompt TEXT runs one
+                                  turn and exits with its stop reason
   agentwire call [flags] -- CMD [ARGS...]   (or: --connect ADDR, or --url URL)
                                   start a stdio server, send it one request, print
                                   the result, and shut it down with the ladder
@@ -53,7 +64,11 @@ Usage:
                                   era, status codes, header mirroring, Origin, cancellation
                                   by disconnect, listen; behind OAuth, --token T or --oauth
                                   and its flags, as call's. A probe that could not run says
-                                  "not run" and why (agentwire check --help for the flags)
+                                  "not run" and why (agentwire check --help for the flags);
+                                  check --acp -- CMD: an ACP agent's battery (initialize,
+                                  auth methods, unknown method, not JSON, batch, session/new,
+                                  unknown session, prompt, control during a prompt, cancel,
+                                  $/cancel_request, undeclared methods, EOF, stdout, shutdown)
   agentwire tap [--log FILE] [--grace D] -- CMD [ARGS...]
                                   a transparent stdio proxy in front of a server: bytes
                                   pass through unchanged, every line is logged as JSON Lines
@@ -205,6 +220,50 @@ Flags of call:
                            stderr tail
   --log-level L            (default error)
 
+Flags of acp:
+  --prompt TEXT            run one turn: the agent's reply (its message chunks) on
+                           stdout, the stop reason as the exit status (below)
+  --prompt-file F          the same, the prompt read from F (- for stdin)
+  --cwd DIR                the session's working directory (default .); the files
+                           served to the agent are confined to it and the --add-dir's
+  --add-dir DIR            an additional directory of the session (repeatable)
+  --load ID, --resume ID   load or resume a session instead of opening a new one
+  --mode M                 switch to mode M before the first prompt
+  --config ID=VALUE        set a config option before the first prompt (repeatable)
+  --auth METHOD            authenticate with METHOD before opening the session (a
+                           "terminal" method runs the agent's login on this terminal)
+  --permission P           ask, deny or allow the agent's permission requests (default
+                           ask with stdin on a terminal, else deny)
+  --read-only, --no-fs     serve files read-only, or none
+  --no-terminal            run no commands for the agent (default: terminal/* served,
+                           each command in its own process group)
+  --max-terminals N        terminals alive at once (default 16)
+  --terminal-output N      bytes of output kept per terminal (default 1048576)
+  --timeout D              bound on each turn, then the turn is cancelled (default 10m
+                           with --prompt, none interactive; the time a permission
+                           question waits for you is not counted)
+  --connect-timeout D      bound on starting the agent and initialize (default 30s)
+  --cancel-grace D         how long a cancelled turn waits for "cancelled" (default 5s)
+  --grace D                each wait of the shutdown ladder (default 2s)
+  --report                 write a JSON report to stderr: agent, versions, auth methods,
+                           session, stop reason, times, update counts, permissions, fs,
+                           terminals, shutdown, stdout violations, stderr tail
+  --json                   the updates as JSON lines on stdout instead of rendering them
+  --show-stderr            pass the agent's stderr through (default: its tail is kept)
+  --quiet, --thoughts      no banner and tool calls on stderr; show the agent's thoughts
+  --log-level L            (default error)
+  --connect ADDR           talk to an agent listening on unix:PATH or tcp:HOST:PORT
+Interactive: /quit, /help, /modes, /mode ID, /config [ID VALUE], /commands, /usage,
+/sessions; any other line is a prompt (a trailing \ continues it). Ctrl-C cancels the
+turn; a second one stops the agent with the ladder, a third kills it.
+
+Flags of check --acp (with --grace, --request-timeout and --timeout):
+  --acp-prompt TEXT        the prompt of the prompt check (default hi)
+  --slow-prompt TEXT       a prompt that takes a while, for the checks during a prompt,
+                           cancel, $/cancel_request and EOF (default the --acp-prompt;
+                           "slow 20" for agentwire serve acp)
+  --auth METHOD            authenticate before session/new
+
 Signals (call, check, tap, bridge): the first SIGINT, SIGTERM or SIGHUP stops the
 command cleanly: the server gets the shutdown ladder (call writes its --report,
 check its table); a second one kills the server's process group at once.
@@ -216,7 +275,11 @@ could not be started or reached, was lost, or did not answer in time); 3 (call) 
 server asked for input that was not given; 128+N after signal N (130 SIGINT, 143
 SIGTERM) for call, check and tap; serve --listen/--http and bridge exit 0 when a
 signal stops them. tap otherwise exits with the server's status (127: CMD could not
-be started).
+be started). acp: 0 end_turn (or the interactive session ended), 1 a JSON-RPC error
+from the agent, 2 usage, transport, no reply within --timeout and --cancel-grace, or
+a protocol version mismatch, 3 the agent requires authentication (its methods are
+listed, with a --auth METHOD hint), 4 max_tokens, 5 max_turn_requests, 6 refusal,
+7 cancelled without a signal, 8 an unknown stop reason, 128+N after signal N.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -233,6 +296,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCall(args[1:], stdout, stderr)
 	case "check":
 		return runCheck(args[1:], stdout, stderr)
+	case "acp":
+		return runACP(args[1:], stdout, stderr)
 	case "tap":
 		return runTap(args[1:], os.Stdin, stdout, stderr)
 	case "bridge":
@@ -244,7 +309,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "agentwire", version())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "agentwire: unknown command %q\nusage: agentwire demo|serve|call|check|tap|bridge|help|--version ...\n(agentwire help for the commands and their flags)\n", cutLine(args[0], 80))
+		fmt.Fprintf(stderr, "agentwire: unknown command %q\nusage: agentwire demo|serve|call|check|acp|tap|bridge|help|--version ...\n(agentwire help for the commands and their flags)\n", cutLine(args[0], 80))
 		return exitUsage
 	}
 }

@@ -27,7 +27,7 @@
 //	              initialize, like rmcp 1.7 does on a server/discover probe
 //	mcp-reply-exit the same, but it first answers the request with an error
 //
-// and the modes of checkmodes.go.
+// and the modes of checkmodes.go and acpmodes.go.
 package testserver
 
 import (
@@ -232,6 +232,9 @@ func serve(mode string) int {
 		in = pr
 	default:
 		if code, ok := serveCheckMode(mode); ok {
+			return code
+		}
+		if code, ok := serveACPMode(mode); ok {
 			return code
 		}
 		fmt.Fprintln(os.Stderr, "testserver: unknown mode", mode)
