@@ -11,7 +11,9 @@
 // interleaved and shuffled, and each figure is the median over rounds of
 // the ratio to the hand-written loop measured in the same round: the
 // machine is shared and noisy, absolute figures move 20-30 % between runs,
-// ratios much less.
+// ratios much less. The ACP client rows turn this around (acpclients.go):
+// agentwire's ACP client and acp-go-sdk's drive the same agent,
+// agentwire's, with 16 sessions prompting at once, in the same rounds.
 //
 // The -http mode measures the HTTP path instead and writes results/http.md:
 //
@@ -132,6 +134,7 @@ func main() {
 	if *only != "" {
 		keep := strings.Split(*only+",raw", ",")
 		servers = slices.DeleteFunc(servers, func(s server) bool { return !slices.Contains(keep, s.name) })
+		acpClients = slices.DeleteFunc(acpClients, func(c acpClient) bool { return !slices.Contains(keep, c.name) })
 	}
 	start := time.Now()
 	r := &run{rounds: *rounds, dur: *dur, samples: map[key][]sample{}}
@@ -213,6 +216,7 @@ type run struct {
 	big     map[string]bigResult
 	over    map[string]string
 	flood   map[string]floodResult
+	acpc    acpClientRun // the ACP client rows (acpclients.go)
 	elapsed time.Duration
 }
 
@@ -242,6 +246,7 @@ func (r *run) throughput() error {
 				}
 			}
 		}
+		r.measureACPClients(round)
 	}
 	return nil
 }

@@ -58,7 +58,9 @@ func (r *run) report() string {
 		fmt.Fprintf(&b, "| %s | %.1f | %.0f |\n", s.name, medianOf(ss, func(s sample) float64 { return s.allocs }), medianOf(ss, func(s sample) float64 { return s.bytes }))
 	}
 
-	b.WriteString("\n## Large messages (subprocess)\n\n| server | 8 MiB round trip | ×raw time | server peak RSS | ×raw memory | 20 MiB request |\n|---|---|---|---|---|---|\n")
+	b.WriteString("\n")
+	b.WriteString(r.acpc.report())
+	b.WriteString("## Large messages (subprocess)\n\n| server | 8 MiB round trip | ×raw time | server peak RSS | ×raw memory | 20 MiB request |\n|---|---|---|---|---|---|\n")
 	raw := r.big["raw"]
 	for _, s := range servers {
 		big, ok := r.big[s.name]
@@ -134,6 +136,7 @@ func (r *run) goals() string {
 		a, s := get("agentwire-acp", mode, ns), get("acp-go-sdk", mode, ns)
 		row("ACP prompt ≥ 2× acp-go-sdk, "+mode, fmt.Sprintf("%.1f×", a/s), a/s >= 2)
 	}
+	r.acpc.goalRows(row)
 	if f, ok := r.flood["agentwire"]; ok && f.err == "" {
 		// Goroutines are counted above the raw loop's (the harness's own
 		// writer and server goroutines); the cap is the handler slots plus
