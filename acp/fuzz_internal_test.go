@@ -32,28 +32,36 @@ func FuzzDecodePrompt(f *testing.F) {
 		if !ok {
 			return
 		}
-		var want struct {
-			SessionID string            `json:"sessionId"`
-			Prompt    []json.RawMessage `json:"prompt"`
-		}
-		if err := json.Unmarshal(params, &want); err != nil {
+		// The oracle reads keys exactly, as JSON and the schema do
+		// (encoding/json's struct decoding would also match "Prompt").
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(params, &top); err != nil {
 			t.Fatalf("fast path accepted what encoding/json refuses (%v): %s", err, params)
 		}
-		if string(sid) != want.SessionID || n != len(want.Prompt) {
-			t.Fatalf("sid %q n %d; encoding/json: %q %d", sid, n, want.SessionID, len(want.Prompt))
+		var wantSID string
+		var wantPrompt []json.RawMessage
+		if json.Unmarshal(top["sessionId"], &wantSID) != nil || json.Unmarshal(top["prompt"], &wantPrompt) != nil {
+			t.Fatalf("fast path accepted a sessionId or prompt encoding/json refuses: %s", params)
+		}
+		if string(sid) != wantSID || n != len(wantPrompt) {
+			t.Fatalf("sid %q n %d; encoding/json: %q %d", sid, n, wantSID, len(wantPrompt))
 		}
 		blocks := make([]ContentBlock, n)
 		fillBlocks(prompt, blocks)
-		for i, raw := range want.Prompt {
-			var b struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			}
+		for i, raw := range wantPrompt {
+			var b map[string]json.RawMessage
 			if err := json.Unmarshal(raw, &b); err != nil {
 				t.Fatalf("block %d accepted by the fast path, refused by encoding/json: %v", i, err)
 			}
-			if blocks[i].Type != b.Type || blocks[i].Text != b.Text {
-				t.Fatalf("block %d: %q/%q; encoding/json %q/%q", i, blocks[i].Type, blocks[i].Text, b.Type, b.Text)
+			var typ, text string
+			if v, ok := b["type"]; ok && json.Unmarshal(v, &typ) != nil {
+				t.Fatalf("block %d: a type that is not a string was accepted", i)
+			}
+			if v, ok := b["text"]; ok && json.Unmarshal(v, &text) != nil {
+				t.Fatalf("block %d: a text that is not a string was accepted", i)
+			}
+			if blocks[i].Type != typ || blocks[i].Text != text {
+				t.Fatalf("block %d: %q/%q; encoding/json %q/%q", i, blocks[i].Type, blocks[i].Text, typ, text)
 			}
 		}
 	})
@@ -87,7 +95,11 @@ func FuzzConfigOption(f *testing.F) {
 		if typ == "" {
 			typ = "select" // the schema's default, written out
 		}
-		if back.ID != o.ID || back.Type != typ || back.CurrentValue != o.CurrentValue || len(back.Options) != len(o.Options) {
+		cur := o.CurrentValue
+		if typ == "boolean" && cur == "" {
+			cur = "false" // a boolean option's unset value, written out
+		}
+		if back.ID != o.ID || back.Type != typ || back.CurrentValue != cur || len(back.Options) != len(o.Options) {
 			t.Fatalf("round trip changed the option: %+v → %s → %+v", o, enc, back)
 		}
 	})

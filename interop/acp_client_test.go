@@ -499,3 +499,35 @@ func TestRealAgentCodexACPOffline(t *testing.T) {
 		}
 	})
 }
+
+// check --acp against the TypeScript SDK's example agent: its verdicts are
+// pinned, the warnings included (it ignores $/cancel_request, exits at EOF
+// without answering the prompt in flight, and answers a bogus session with
+// -32603).
+func TestCheckACPAgainstTypeScriptExampleAgent(t *testing.T) {
+	rep, code := runCheck(t, []string{"ACP_EXAMPLE_DELAY_MS=200"}, "--acp", "--", "node", "acp-example-agent.mjs")
+	want := map[string]string{
+		"initialize":            "pass",
+		"unknown method":        "pass",
+		"not JSON":              "pass",
+		"batch":                 "pass",
+		"session/new":           "pass",
+		"unknown session":       "warn",
+		"prompt":                "pass",
+		"control during prompt": "pass",
+		"cancel":                "pass",
+		"$/cancel_request":      "warn",
+		"undeclared methods":    "pass",
+		"EOF behaviour":         "warn",
+		"stdout hygiene":        "pass",
+		"shutdown":              "pass",
+	}
+	for name, result := range want {
+		if got, ev := rep.row(name); got != result {
+			t.Errorf("%s: %s (%s), want %s", name, got, ev, result)
+		}
+	}
+	if code != 0 {
+		t.Errorf("exit %d with only warnings", code)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/agentwire/agentwire/acp"
 	"github.com/agentwire/agentwire/client"
@@ -54,29 +55,23 @@ type Conn struct {
 	closed   bool
 	prompts  sync.WaitGroup // Prompt calls in flight (Close gives them CancelGrace)
 
-	// The watermark (calls return after the updates received before their
-	// answer): recv counts updates admitted in receive order, handled the
-	// ones whose handler returned.
+	// The watermark (watermark.go) of the current agent connection, and
+	// the connections it replaced.
+	wm        atomic.Pointer[watermark]
+	retiredMu sync.Mutex
+	retired   []weak.Pointer[rpc.Conn]
 	deliverMu sync.Mutex // one update handler at a time, backlogs first
 	upd       Update     // the Update handed to handlers (deliverMu held)
-	recv      atomic.Int64
-	handled   atomic.Int64
-	nwaiters  atomic.Int64
-	wmu       sync.Mutex
-	waiters   []waiter
+	undeliv   [][]byte   // parked updates whose session/new answered without them (c.mu)
 
 	updates, orphans, parkedTotal, handlerErrors, refused atomic.Int64
 	perm                                                  permissionCounters
+	policySlots                                           chan struct{} // permission policies running
 	refusedLog                                            throttle
 
 	closeOnce sync.Once
 	closeRes  process.ShutdownResult
 	onClose   []func() // Pipe: the in-memory agent
-}
-
-type waiter struct {
-	target int64
-	ch     chan struct{}
 }
 
 // Stats counts what a connection has seen.
@@ -178,7 +173,11 @@ func newConn(o *Options) *Conn {
 	if opts.MaxMCPConnections <= 0 {
 		opts.MaxMCPConnections = DefaultMaxMCPConnections
 	}
-	c := &Conn{opts: opts, log: opts.Logger, sessions: map[string]*Session{}, parked: map[string][][]byte{}}
+	if opts.MaxPendingPermissions <= 0 {
+		opts.MaxPendingPermissions = DefaultMaxPendingPermissions
+	}
+	c := &Conn{opts: opts, log: opts.Logger, sessions: map[string]*Session{}, parked: map[string][][]byte{},
+		policySlots: make(chan struct{}, opts.MaxPendingPermissions)}
 	c.refusedLog.log = c.log
 	c.perms = opts.Permissions
 	if c.perms == nil {
@@ -234,18 +233,17 @@ func (c *Conn) transport() *client.Options {
 					return err
 				}
 			}
+			// No call reaches the new process before this returns: every
+			// session known now was the old process's.
+			c.loseSessions()
+			c.watermarkFor(conn)
 			res, err := conn.Call(ctx, acp.MethodInitialize, c.initParams())
 			if err != nil {
 				return err
 			}
 			return c.readInit(res)
 		}
-		t.OnRestart = func(restarts int, lost error) {
-			c.loseSessions()
-			if userRestart != nil {
-				userRestart(restarts, lost)
-			}
-		}
+		t.OnRestart = userRestart
 	}
 	return &t
 }
@@ -256,7 +254,9 @@ func isUpdate(method string) bool { return method == acp.MethodUpdate }
 // reader (or under the connection's lock for held messages): nothing else.
 func (c *Conn) admit(req *rpc.Request) error {
 	if req.Method == acp.MethodUpdate {
-		c.recv.Add(1)
+		if w := c.watermarkFor(req.Conn()); w != nil {
+			w.recv.Add(1)
+		}
 	}
 	return nil
 }
@@ -431,24 +431,17 @@ func (c *Conn) NewSession(ctx context.Context, cfg SessionConfig) (*Session, err
 			s.backlog = c.takeParked(id)
 		}
 	}
-	var orphans [][]byte
 	if c.creating == 0 {
-		for pid, msgs := range c.parked {
-			orphans = append(orphans, msgs...)
-			delete(c.parked, pid)
+		// Nobody else will claim what is still parked: deliver it as
+		// orphans, in the order it came.
+		for pid := range c.parked {
+			c.undeliv = append(c.undeliv, c.takeParked(pid)...)
 		}
-		c.parkedN, c.parkedB = 0, 0
 	}
+	pending := len(c.undeliv) > 0 || len(s.backlog) > 0
 	c.mu.Unlock()
-	if len(orphans) > 0 || len(s.backlog) > 0 {
-		c.deliverMu.Lock()
-		for _, m := range orphans {
-			c.deliverRaw(ctx, m)
-		}
-		if err == nil {
-			c.drainBacklog(ctx, s)
-		}
-		c.deliverMu.Unlock()
+	if pending {
+		c.drainParked(ctx, s)
 	}
 	if err != nil {
 		c.forget(s, ErrClosed)
@@ -769,10 +762,6 @@ func (c *Conn) loseSessions() {
 	for _, s := range sessions {
 		c.forget(s, ErrSessionLost)
 	}
-	// Updates the lost process sent will never be handled: release the
-	// watermark's waiters.
-	c.handled.Store(c.recv.Load())
-	c.wake()
 }
 
 // sessionFor finds the session an agent request names: -32002 otherwise.
@@ -907,7 +896,9 @@ func (c *Conn) fsError(err error) error {
 // order, on the reader while it is quick; a slow handler holds what comes
 // after it (bounded), which is the backpressure.
 func (c *Conn) handleUpdate(ctx context.Context, req *rpc.Request) {
-	defer c.updateHandled()
+	if w := c.watermarkFor(req.Conn()); w != nil {
+		defer w.handledOne()
+	}
 	sid, update, ok := splitUpdate(req.Params)
 	if !ok {
 		c.handlerErrors.Add(1)
@@ -930,10 +921,47 @@ func (c *Conn) handleUpdate(ctx context.Context, req *rpc.Request) {
 	c.mu.Unlock()
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()
-	if s != nil && len(s.backlog) > 0 {
-		c.drainBacklog(ctx, s)
-	}
+	c.drainLocked(ctx, s)
 	c.deliver(ctx, s, sid, update)
+}
+
+// drainParked delivers, before NewSession returns, the updates that were
+// parked for its session (and the orphans left when no session/new is in
+// flight any more). Called from an update handler (a nested NewSession),
+// the caller already holds deliverMu; otherwise it takes it, and the
+// handlers it runs see a nested context, since the updates behind them
+// wait for deliverMu.
+func (c *Conn) drainParked(ctx context.Context, s *Session) {
+	if isNested(ctx) {
+		c.drainLocked(ctx, s)
+		return
+	}
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	c.drainLocked(context.WithValue(ctx, nestedKey{}, true), s)
+}
+
+// drainLocked delivers the orphans, then s's backlog (deliverMu held).
+func (c *Conn) drainLocked(ctx context.Context, s *Session) {
+	for {
+		c.mu.Lock()
+		orphans := c.undeliv
+		c.undeliv = nil
+		var backlog [][]byte
+		if s != nil {
+			backlog, s.backlog = s.backlog, nil
+		}
+		c.mu.Unlock()
+		if len(orphans) == 0 && len(backlog) == 0 {
+			return
+		}
+		for _, m := range orphans {
+			c.deliverRaw(ctx, m)
+		}
+		for _, m := range backlog {
+			c.deliverRaw(ctx, m)
+		}
+	}
 }
 
 // splitUpdate finds sessionId and update in a session/update's params
@@ -963,15 +991,6 @@ func (c *Conn) takeParked(id string) [][]byte {
 		c.parkedB -= len(m)
 	}
 	return msgs
-}
-
-// drainBacklog delivers a new session's parked updates (deliverMu held).
-func (c *Conn) drainBacklog(ctx context.Context, s *Session) {
-	backlog := s.backlog
-	s.backlog = nil
-	for _, m := range backlog {
-		c.deliverRaw(ctx, m)
-	}
 }
 
 // deliverRaw delivers parked params (deliverMu held).
@@ -1036,58 +1055,6 @@ func (c *Conn) deliver(ctx context.Context, s *Session, sid, raw []byte) {
 	if err := h.HandleUpdate(ctx, u); err != nil {
 		c.handlerErrors.Add(1)
 		c.log.Warn("acpclient: update handler failed", "session", u.SessionID, "kind", u.Kind, "error", err)
-	}
-}
-
-func (c *Conn) updateHandled() {
-	c.handled.Add(1)
-	if c.nwaiters.Load() > 0 {
-		c.wake()
-	}
-}
-
-// wake releases the waiters whose updates have all been handled.
-func (c *Conn) wake() {
-	done := c.handled.Load()
-	c.wmu.Lock()
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if w.target <= done {
-			close(w.ch)
-			c.nwaiters.Add(-1)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	clear(c.waiters[len(kept):])
-	c.waiters = kept
-	c.wmu.Unlock()
-}
-
-// waitUpdates returns once every update received before now has been
-// handled: a call's answer was read before this, so its updates are among
-// them. A call made from an update handler does not wait (the updates
-// behind it are held until it returns).
-func (c *Conn) waitUpdates(ctx context.Context) {
-	if isNested(ctx) {
-		return
-	}
-	target := c.recv.Load()
-	if c.handled.Load() >= target {
-		return
-	}
-	ch := make(chan struct{})
-	c.wmu.Lock()
-	c.waiters = append(c.waiters, waiter{target, ch})
-	c.nwaiters.Add(1)
-	c.wmu.Unlock()
-	if c.handled.Load() >= target {
-		c.wake()
-	}
-	select {
-	case <-ch:
-	case <-ctx.Done():
-	case <-c.cl.Done():
 	}
 }
 

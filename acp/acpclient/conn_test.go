@@ -585,3 +585,88 @@ func TestAVersionTheClientDoesNotSpeakIsRefused(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 }
+
+func TestTheAgentsBackgroundLimitReachesTheCallerAsABusyErrorWithItsLimit(t *testing.T) {
+	c := pipe(t, chunkAgent(), nil)
+	const n = acp.DefaultMaxBackground + 1
+	sessions := make([]*acpclient.Session, n)
+	for i := range sessions {
+		s, err := c.NewSession(t.Context(), acpclient.SessionConfig{Cwd: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions[i] = s
+	}
+	errs := make(chan error, n)
+	for _, s := range sessions {
+		go func() {
+			_, err := s.Prompt(t.Context(), acp.TextBlock("slow 50"))
+			errs <- err
+		}()
+	}
+	var busy []*acpclient.BusyError
+	for range n {
+		err := <-errs
+		var b *acpclient.BusyError
+		if errors.As(err, &b) {
+			busy = append(busy, b)
+			// The refusal comes at once; end the others.
+			for _, s := range sessions {
+				s.Cancel(t.Context())
+			}
+		} else if err != nil {
+			t.Errorf("prompt: %v", err)
+		}
+	}
+	if len(busy) != 1 || busy[0].Reason != "connection_busy" || busy[0].Limit != acp.DefaultMaxBackground {
+		t.Fatalf("busy refusals: %+v", busy)
+	}
+}
+
+func TestAPromptWhoseContextHasEndedSendsNothing(t *testing.T) {
+	c, a := dialRaw(t, nil, initResult)
+	s := openRaw(t, c, a, acpclient.SessionConfig{})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	gone := errors.New("the user left")
+	cancel(gone)
+	if _, err := s.Prompt(ctx, acp.TextBlock("hi")); !errors.Is(err, gone) {
+		t.Fatalf("Prompt = %v", err)
+	}
+	select {
+	case l := <-a.lines:
+		t.Fatalf("sent %s", l)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestPermissionQuestionsBeyondTheBoundAreRefusedWithoutAsking(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var asked atomic.Int64
+	var during atomic.Bool
+	c, a := dialRaw(t, &acpclient.Options{MaxPendingPermissions: 2, Permissions: acpclient.PermissionFunc(func(ctx context.Context, _ *acpclient.Session, r *acpclient.PermissionRequest) (acpclient.PermissionOutcome, error) {
+		asked.Add(1)
+		during.Store(r.DuringPrompt)
+		<-release // a policy that ignores its ctx
+		return acpclient.Selected("y"), nil
+	})}, initResult)
+	openRaw(t, c, a, acpclient.SessionConfig{})
+	for i := 1; i <= 2; i++ {
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"t"},"options":[{"optionId":"y","name":"Yes","kind":"allow_once"},{"optionId":"n","name":"No","kind":"reject_once"}]}}`, i))
+		// Withdrawn at once: the policy's goroutine stays, holding its slot.
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`, i))
+		if l := a.next(); wiretest.ErrCode(t, l) != -32800 {
+			t.Fatalf("withdrawn question %d: %s", i, l)
+		}
+	}
+	a.send(`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"t"},"options":[{"optionId":"y","name":"Yes","kind":"allow_once"},{"optionId":"n","name":"No","kind":"reject_once"}]}}`)
+	if l := a.next(); !strings.Contains(l, `"optionId":"n"`) {
+		t.Fatalf("the question past the bound: %s", l)
+	}
+	if st := c.Stats().Permissions; st.Overflow != 1 || asked.Load() != 2 {
+		t.Fatalf("stats %+v, policy asked %d times", st, asked.Load())
+	}
+	if during.Load() {
+		t.Fatal("DuringPrompt for a question asked with no prompt in flight")
+	}
+}

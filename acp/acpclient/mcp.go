@@ -434,12 +434,28 @@ type mcpConnect struct {
 	ctx    context.Context // ends at close: unblocks what is sent to the agent for it
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	ended   bool
-	next    int64
-	pending map[jsonrpc.ID]chan innerReply
-	wg      sync.WaitGroup // the goroutines pushing into rc
+	mu       sync.Mutex
+	ended    bool
+	next     int64
+	pending  map[jsonrpc.ID]chan innerReply
+	queue    chan pushed                  // what the agent sent, in order, for the one pusher (closed at close)
+	starting map[jsonrpc.ID]chan struct{} // requests being handed over: closed as their handler starts
+	wg       sync.WaitGroup               // the pusher
 }
+
+// pushed is one message for the server, and what to do if it cannot take
+// it; id is set for a request.
+type pushed struct {
+	msg    []byte
+	id     jsonrpc.ID
+	failed func()
+}
+
+// maxPushQueue bounds the messages waiting for a server that does not take
+// them (its admission queue full): past it a notification is dropped and a
+// request fails, counted and logged, rather than a goroutine or a message
+// piling up per agent notification.
+const maxPushQueue = 256
 
 type innerReply struct {
 	result json.RawMessage
@@ -453,16 +469,71 @@ func (p *mcpProvider) open(o *offered, id string) *mcpConnect {
 		parent = o.session.ctx
 	}
 	ctx, cancel := context.WithCancel(parent)
-	mc := &mcpConnect{p: p, id: id, srv: o, ctx: ctx, cancel: cancel, pending: map[jsonrpc.ID]chan innerReply{}}
-	mc.rc = rpc.NewMessages(nil, mc, o.srv.Handler(), o.srv.ConnOptions(&rpc.Options{Logger: p.log, Context: ctx}))
+	mc := &mcpConnect{p: p, id: id, srv: o, ctx: ctx, cancel: cancel, pending: map[jsonrpc.ID]chan innerReply{},
+		queue: make(chan pushed, maxPushQueue), starting: map[jsonrpc.ID]chan struct{}{}}
+	inner := o.srv.Handler()
+	h := rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
+		mc.started(req.ID)
+		return inner.Handle(ctx, req)
+	})
+	mc.rc = rpc.NewMessages(nil, mc, h, o.srv.ConnOptions(&rpc.Options{Logger: p.log, Context: ctx}))
+	mc.wg.Go(mc.pushLoop)
 	return mc
+}
+
+// pushLoop hands the agent's messages to the server in the order they
+// came: a notification on this goroutine, a request on a goroutine of its
+// own (a pushed request's handler runs on the goroutine that pushes it),
+// but only once its handler has started (or it was refused), so that
+// nothing after it — its own cancellation, say — overtakes it.
+func (mc *mcpConnect) pushLoop() {
+	for q := range mc.queue {
+		if q.id == "" {
+			if mc.rc.Receive(q.msg) != nil && q.failed != nil {
+				q.failed()
+			}
+			continue
+		}
+		start := make(chan struct{})
+		mc.mu.Lock()
+		mc.starting[q.id] = start
+		mc.mu.Unlock()
+		done := make(chan struct{})
+		mc.wg.Go(func() {
+			defer close(done)
+			if mc.rc.Receive(q.msg) != nil && q.failed != nil {
+				q.failed()
+			}
+		})
+		select {
+		case <-start:
+		case <-done:
+		}
+		mc.mu.Lock()
+		delete(mc.starting, q.id)
+		mc.mu.Unlock()
+	}
+}
+
+// started is called as a request's handler starts.
+func (mc *mcpConnect) started(id jsonrpc.ID) {
+	mc.mu.Lock()
+	ch := mc.starting[id]
+	delete(mc.starting, id)
+	mc.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
 }
 
 // close ends the connection and waits for it and for its goroutines.
 func (mc *mcpConnect) close() {
 	mc.mu.Lock()
 	already := mc.ended
-	mc.ended = true
+	if !already {
+		mc.ended = true
+		close(mc.queue)
+	}
 	mc.mu.Unlock()
 	if already {
 		return
@@ -485,27 +556,27 @@ func (mc *mcpConnect) Close() error {
 	return nil
 }
 
-// push hands one message to the connection on a goroutine of its own: a
-// request's handler runs on the goroutine that pushes it.
-func (mc *mcpConnect) push(msg []byte, failed func()) bool {
+// push queues one message for the server, in order: errConnEnded when the
+// connection has ended, a -33000 server_busy when its queue is full
+// (counted, logged).
+func (mc *mcpConnect) push(msg []byte, id jsonrpc.ID, failed func()) error {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
 	if mc.ended {
-		return false
+		return errConnEnded
 	}
-	mc.wg.Go(func() {
-		if mc.rc.Receive(msg) != nil && failed != nil {
-			failed()
-		}
-	})
-	return true
+	select {
+	case mc.queue <- pushed{msg, id, failed}:
+		return nil
+	default:
+		mc.p.refused.Add(1)
+		mc.p.refusals.Refused("acpclient: MCP message refused: the server is not taking messages", "queued", maxPushQueue)
+		return jsonrpc.NewError(acp.CodeResourceLimit, "MCP server busy", map[string]any{"reason": "server_busy", "limit": maxPushQueue})
+	}
 }
 
 func (mc *mcpConnect) pushNotification(method string, params json.RawMessage) error {
-	if !mc.push(encodeMessage("", method, params), nil) {
-		return errConnEnded
-	}
-	return nil
+	return mc.push(encodeMessage("", method, params), "", nil)
 }
 
 func encodeMessage(id jsonrpc.ID, method string, params json.RawMessage) []byte {
@@ -537,8 +608,8 @@ func (mc *mcpConnect) request(ctx context.Context, id jsonrpc.ID, method string,
 	}
 	mc.pending[id] = ch
 	mc.mu.Unlock()
-	if !mc.push(encodeMessage(id, method, params), func() { mc.answer(id, innerReply{err: errConnEnded}) }) {
-		mc.answer(id, innerReply{err: errConnEnded})
+	if err := mc.push(encodeMessage(id, method, params), id, func() { mc.answer(id, innerReply{err: errConnEnded}) }); err != nil {
+		mc.answer(id, innerReply{err: err})
 	}
 	select {
 	case r := <-ch:
@@ -560,7 +631,7 @@ func (mc *mcpConnect) request(ctx context.Context, id jsonrpc.ID, method string,
 	}
 	cancelled := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`)
 	cancelled = append(append(cancelled, id...), `,"reason":"the ACP request was cancelled"}}`...)
-	mc.push(cancelled, nil)
+	mc.push(cancelled, "", nil)
 	return nil, fmt.Errorf("acpclient: MCP request %s cancelled: %w", method, ctx.Err())
 }
 

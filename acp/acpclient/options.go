@@ -17,6 +17,9 @@ const (
 	DefaultKillGrace         = 2 * time.Second
 	DefaultMaxReadBytes      = 8 << 20
 	DefaultMaxMCPConnections = 32
+	// DefaultMaxPendingPermissions bounds the questions being decided at
+	// once (each runs its policy on a goroutine).
+	DefaultMaxPendingPermissions = 64
 	// DefaultMaxQueuedUpdates and DefaultMaxQueuedBytes bound what waits
 	// behind a slow update handler before reading from the agent pauses.
 	DefaultMaxQueuedUpdates = 1024
@@ -69,6 +72,10 @@ type Options struct {
 	// MaxMCPConnections bounds the connections an agent may open to the MCP
 	// servers offered with SessionConfig.ProvideMCP. Default 32.
 	MaxMCPConnections int
+	// MaxPendingPermissions bounds the permission questions being decided
+	// at once; past it a question is refused without asking (DenyAll's
+	// choice), counted in Stats.Permissions.Overflow and logged. Default 64.
+	MaxPendingPermissions int
 
 	// Transport configures the underlying client: Process (grace of the
 	// shutdown ladder, stderr), Restart, OnViolation, Strict,

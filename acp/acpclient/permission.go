@@ -38,6 +38,10 @@ type PermissionRequest struct {
 	ToolCall    acp.ToolCall
 	ToolCallRaw json.RawMessage
 	Options     []acp.PermissionOption
+	// DuringPrompt is false for a question asked while the session has no
+	// Prompt in flight: nobody may be there to answer it (a terminal UI
+	// reading its next prompt must not take the answer for one).
+	DuringPrompt bool
 }
 
 // Option returns the first offered option of a kind (allow_once,
@@ -88,14 +92,17 @@ func denyChoice(r *PermissionRequest) PermissionOutcome {
 // PermissionStats counts the questions and their answers.
 type PermissionStats struct {
 	Asked, Allowed, Rejected, Cancelled, PolicyErrors int64
+	// Overflow counts questions refused without asking because
+	// MaxPendingPermissions were already being decided.
+	Overflow int64
 }
 
 type permissionCounters struct {
-	asked, allowed, rejected, cancelled, policyErrors atomic.Int64
+	asked, allowed, rejected, cancelled, policyErrors, overflow atomic.Int64
 }
 
 func (p *permissionCounters) snapshot() PermissionStats {
-	return PermissionStats{p.asked.Load(), p.allowed.Load(), p.rejected.Load(), p.cancelled.Load(), p.policyErrors.Load()}
+	return PermissionStats{p.asked.Load(), p.allowed.Load(), p.rejected.Load(), p.cancelled.Load(), p.policyErrors.Load(), p.overflow.Load()}
 }
 
 var (
@@ -133,10 +140,26 @@ func (c *Conn) requestPermission(ctx context.Context, req *rpc.Request) (any, er
 		return cancelledOutcome, nil
 	default:
 	}
+	pr := &PermissionRequest{Session: s, ToolCallRaw: p.ToolCall, Options: p.Options, DuringPrompt: turnDone != nil}
+	_ = json.Unmarshal(p.ToolCall, &pr.ToolCall)
+	// Each question's policy runs on a goroutine of its own, which a
+	// policy that ignores its ctx keeps after the agent withdrew the
+	// question: their number is bounded, and past it the agent is refused
+	// without asking.
+	select {
+	case c.policySlots <- struct{}{}:
+	default:
+		c.perm.overflow.Add(1)
+		c.perm.rejected.Add(1)
+		c.refusedLog.warn("acpclient: refused a permission question without asking: too many pending", "limit", cap(c.policySlots))
+		out := denyChoice(pr)
+		if out.Cancelled {
+			return cancelledOutcome, nil
+		}
+		return selectedOutcome(out.OptionID), nil
+	}
 	// A human may take minutes: this request must not hold a handler slot.
 	_ = req.Detach()
-	pr := &PermissionRequest{Session: s, ToolCallRaw: p.ToolCall, Options: p.Options}
-	_ = json.Unmarshal(p.ToolCall, &pr.ToolCall)
 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -148,6 +171,7 @@ func (c *Conn) requestPermission(ctx context.Context, req *rpc.Request) (any, er
 	}
 	ch := make(chan answer, 1)
 	go func() {
+		defer func() { <-c.policySlots }()
 		defer func() {
 			if r := recover(); r != nil {
 				ch <- answer{err: errPolicyPanic}

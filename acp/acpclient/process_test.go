@@ -121,3 +121,11 @@ func TestCloseEndsAnAgentThatExitsAtEndOfInputPolitely(t *testing.T) {
 		t.Fatalf("Close: %+v", res)
 	}
 }
+
+func restartOnce() *client.Options {
+	return &client.Options{Restart: &client.RestartPolicy{MaxRestarts: 1, Backoff: time.Millisecond}}
+}
+
+func textBlock(s string) acp.ContentBlock { return acp.TextBlock(s) }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

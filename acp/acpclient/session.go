@@ -49,7 +49,7 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	backlog [][]byte // updates that arrived before the session/new result (guarded by conn.deliverMu)
+	backlog [][]byte // updates that arrived before the session/new result (guarded by conn.mu)
 
 	mu       sync.Mutex
 	turn     *turn
@@ -218,6 +218,9 @@ func (s *Session) Prompt(ctx context.Context, blocks ...acp.ContentBlock) (acp.S
 	if err := c.checkBlocks(blocks); err != nil {
 		return "", err
 	}
+	if ctx.Err() != nil {
+		return "", context.Cause(ctx) // nothing sent: there is no turn to cancel
+	}
 	if !c.promptStarted() {
 		return "", ErrClosed
 	}
@@ -239,6 +242,12 @@ func (s *Session) Prompt(ctx context.Context, blocks ...acp.ContentBlock) (acp.S
 		}()
 	}
 
+	// The call itself is not tied to ctx: when ctx ends, the turn is
+	// cancelled the ACP way and the agent's "cancelled" awaited (for
+	// CancelGrace) before the request is abandoned. A ctx that ends in the
+	// microseconds while the request is being queued can put session/cancel
+	// on the wire first; the agent then finishes the turn normally or the
+	// grace abandons it.
 	callCtx, callCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer callCancel()
 	answered := make(chan struct{})

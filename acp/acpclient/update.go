@@ -70,7 +70,7 @@ func (u *Update) Text() string {
 		}
 		return true
 	})
-	if string(typ) != `"text"` {
+	if t, ok := jsonrpc.StringBytes(typ); !ok || string(t) != "text" {
 		return ""
 	}
 	s, _ := jsonrpc.StringValue(text)
@@ -113,6 +113,12 @@ func (u *Update) Decode() (any, error) {
 // isNested reports a context of an update handler: a call made from it
 // must not wait for the updates held behind it.
 func isNested(ctx context.Context) bool {
-	r := rpc.RequestFrom(ctx)
-	return r != nil && r.Method == acp.MethodUpdate
+	if r := rpc.RequestFrom(ctx); r != nil && r.Method == acp.MethodUpdate {
+		return true
+	}
+	return ctx.Value(nestedKey{}) != nil
 }
+
+// nestedKey marks the context of a parked update's handler, run by
+// NewSession rather than by the connection.
+type nestedKey struct{}

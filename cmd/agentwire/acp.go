@@ -259,7 +259,7 @@ func runACP(args []string, stdout, stderr io.Writer) int {
 	}
 	switch *permission {
 	case "ask":
-		a.ask = &askPolicy{lines: a.lines, render: a.render}
+		a.ask = &askPolicy{lines: a.lines, render: a.render, turn: make(chan struct{}, 1)}
 		opts.Permissions = a.ask
 	case "allow":
 		opts.Permissions = acpclient.AllowOnce

@@ -28,6 +28,9 @@ type acpRenderer struct {
 	// sep: stdout and stderr are one terminal, so a stderr line after an
 	// unterminated chunk needs a newline on stdout first.
 	sep bool
+	// ttyOut: stdout is a terminal, so the reply is escaped as stderr is
+	// (with --prompt into a pipe it stays byte for byte).
+	ttyOut bool
 
 	mu      sync.Mutex
 	midLine bool // stdout's last chunk did not end in a newline
@@ -50,7 +53,50 @@ func newACPRenderer(stdout, stderr io.Writer, asJSON, quiet, thoughts bool) *acp
 	tty := isTerminal(os.Stderr) && stderr == io.Writer(os.Stderr)
 	return &acpRenderer{stdout: stdout, stderr: stderr, json: asJSON, quiet: quiet, thoughts: thoughts,
 		color: tty && os.Getenv("NO_COLOR") == "", sep: tty && isTerminal(os.Stdout) && stdout == io.Writer(os.Stdout),
-		n: map[string]int64{}, tools: map[string]*toolState{}}
+		ttyOut: isTerminal(os.Stdout) && stdout == io.Writer(os.Stdout),
+		n:      map[string]int64{}, tools: map[string]*toolState{}}
+}
+
+// termSafe escapes what a terminal would act on in text the agent chose:
+// C0 controls (but newline and tab, when kept), DEL and C1 controls become
+// \xNN, so that a tool title or a file's content cannot hide, rewrite or
+// recolour what the user is asked (ESC and CSI sequences, a carriage
+// return over the line) or write the clipboard (OSC 52). With keepLines
+// false, newlines and tabs become spaces: a question's parts stay on
+// their line.
+func termSafe(s string, keepLines bool) string {
+	clean := true
+	for _, r := range s {
+		if unsafeRune(r, keepLines) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !unsafeRune(r, keepLines):
+			b.WriteRune(r)
+		case r == '\n' || r == '\t' || r == '\r':
+			b.WriteByte(' ')
+		default:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		}
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune, keepLines bool) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return !keepLines
+	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
+		return true
+	}
+	return false
 }
 
 func (r *acpRenderer) counts() map[string]int64 {
@@ -79,6 +125,9 @@ func (r *acpRenderer) HandleUpdate(_ context.Context, u *acpclient.Update) error
 	switch u.Kind {
 	case acp.UpdateAgentMessageChunk:
 		if t := u.Text(); t != "" {
+			if r.ttyOut {
+				t = termSafe(t, true)
+			}
 			io.WriteString(r.stdout, t)
 			r.midLine = !strings.HasSuffix(t, "\n")
 		} else if v, err := u.Decode(); err == nil {
@@ -117,7 +166,7 @@ func (r *acpRenderer) HandleUpdate(_ context.Context, u *acpclient.Update) error
 			case "completed":
 				mark = "[x]"
 			}
-			fmt.Fprintf(&b, "\n  %s %s", mark, cutLine(e.Content, 200))
+			fmt.Fprintf(&b, "\n  %s %s", mark, termSafe(cutLine(e.Content, 200), false))
 		}
 		r.lineLocked("%s", b.String())
 	case *acp.CurrentMode:
@@ -260,6 +309,11 @@ func (r *acpRenderer) lineLocked(format string, args ...any) {
 		io.WriteString(r.stdout, "\n")
 		r.midLine = false
 	}
+	for i, a := range args {
+		if str, ok := a.(string); ok {
+			args[i] = termSafe(str, true)
+		}
+	}
 	fmt.Fprintf(r.stderr, format+"\n", args...)
 }
 
@@ -268,6 +322,7 @@ func (r *acpRenderer) thoughtLocked(text string) {
 		io.WriteString(r.stdout, "\n")
 		r.midLine = false
 	}
+	text = termSafe(text, true)
 	if r.color {
 		fmt.Fprintf(r.stderr, "\x1b[2m%s\x1b[0m", text)
 	} else {
@@ -323,7 +378,7 @@ type askPolicy struct {
 	lines  *prompter
 	render *acpRenderer
 
-	mu    sync.Mutex // one question at a time
+	turn  chan struct{} // one question at a time (taken with the question's ctx)
 	cmu   sync.Mutex
 	clock *pausableDeadline // the turn's --timeout, paused while asking
 }
@@ -335,8 +390,21 @@ func (q *askPolicy) setClock(c *pausableDeadline) {
 }
 
 func (q *askPolicy) RequestPermission(ctx context.Context, _ *acpclient.Session, req *acpclient.PermissionRequest) (acpclient.PermissionOutcome, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	if !req.DuringPrompt {
+		// Nobody is waiting at a question: the idle prompt reads stdin,
+		// and an answer must never be taken for a prompt (or the reverse).
+		q.render.info("refused a permission question asked outside a turn")
+		return pick(req, "reject"), nil
+	}
+	select {
+	case q.turn <- struct{}{}:
+	case <-ctx.Done():
+		return acpclient.PermissionOutcome{Cancelled: true}, nil // withdrawn while it waited
+	}
+	defer func() { <-q.turn }()
+	if ctx.Err() != nil {
+		return acpclient.PermissionOutcome{Cancelled: true}, nil
+	}
 	q.cmu.Lock()
 	clock := q.clock
 	q.cmu.Unlock()
@@ -350,15 +418,15 @@ func (q *askPolicy) RequestPermission(ctx context.Context, _ *acpclient.Session,
 		title = tc.ToolCallID
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Permission: %s", cutLine(title, 200))
+	fmt.Fprintf(&b, "Permission: %s", termSafe(cutLine(title, 200), false))
 	if tc.Kind != "" {
-		fmt.Fprintf(&b, " (%s)", tc.Kind)
+		fmt.Fprintf(&b, " (%s)", termSafe(cutLine(tc.Kind, 40), false))
 	}
 	for _, l := range tc.Locations {
-		fmt.Fprintf(&b, " — %s", l.Path)
+		fmt.Fprintf(&b, " — %s", termSafe(cutLine(l.Path, 300), false))
 	}
 	for i, o := range req.Options {
-		fmt.Fprintf(&b, "\n  [%d] %s (%s)", i+1, cutLine(o.Name, 120), o.Kind)
+		fmt.Fprintf(&b, "\n  [%d] %s (%s)", i+1, termSafe(cutLine(o.Name, 120), false), termSafe(cutLine(o.Kind, 40), false))
 	}
 	q.render.mu.Lock()
 	q.render.lineLocked("%s", b.String())

@@ -263,7 +263,11 @@ func (c *acpChecker) initialized(err error, took time.Duration) bool {
 	switch {
 	case err == nil:
 		info := c.conn.AgentInfo()
-		c.add("initialize", pass, fmt.Sprintf("%s %s, protocol version %d, in %s", info.Name, info.Version, c.conn.ProtocolVersion(), millis(took)), ruleACPInit)
+		who := strings.TrimSpace(info.Name + " " + info.Version)
+		if who == "" {
+			who = "no agentInfo"
+		}
+		c.add("initialize", pass, fmt.Sprintf("%s, protocol version %d, in %s", who, c.conn.ProtocolVersion(), millis(took)), ruleACPInit)
 		return true
 	case errors.As(err, &ve):
 		c.add("initialize", fail, fmt.Sprintf("the agent answered protocol version %d, not 1", ve.Agent), ruleACPInit)
