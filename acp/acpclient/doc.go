@@ -76,6 +76,8 @@
 //     DenyAll. The policy runs on its own goroutine at human pace; a policy
 //     error or an option the agent did not offer is answered with DenyAll's
 //     choice, never "cancelled" (agents read that as the user cancelling).
+//     At most MaxPendingPermissions (64) policies run at once; past that a
+//     question is refused without asking (Stats.Permissions.Overflow).
 //   - terminal/* when Options.Terminals is set: each terminal/create runs
 //     one command with process.Start, without a shell (a whole command
 //     line put into command runs through /bin/sh -c), in its own process
