@@ -266,6 +266,15 @@ func (s MCPServer) MarshalJSON() ([]byte, error) {
 			URL     string        `json:"url"`
 			Headers []EnvVariable `json:"headers"`
 		}{s.Type, s.Name, s.URL, nonNil(s.Headers)})
+	case "acp":
+		// serverId is the schema's name; acp-go-sdk (v0.13) reads "id":
+		// both are written so that either kind of agent finds the server.
+		return json.Marshal(struct {
+			Type     string `json:"type"`
+			Name     string `json:"name"`
+			ServerID string `json:"serverId"`
+			ID       string `json:"id"`
+		}{s.Type, s.Name, s.ServerID, s.ServerID})
 	default:
 		type plain MCPServer
 		return json.Marshal(plain(s))

@@ -29,9 +29,10 @@ import (
 type sdkAgent struct {
 	conn *acpsdk.AgentSideConnection
 
-	mu     sync.Mutex
-	caps   acpsdk.ClientCapabilities
-	nextID int
+	mu         sync.Mutex
+	caps       acpsdk.ClientCapabilities
+	nextID     int
+	acpServers []string // the ids of the MCP servers the client offered over ACP
 }
 
 var _ acpsdk.Agent = (*sdkAgent)(nil)
@@ -41,9 +42,10 @@ func (a *sdkAgent) Initialize(_ context.Context, p acpsdk.InitializeRequest) (ac
 	a.caps = p.ClientCapabilities
 	a.mu.Unlock()
 	return acpsdk.InitializeResponse{
-		ProtocolVersion: acpsdk.ProtocolVersionNumber,
-		AgentInfo:       &acpsdk.Implementation{Name: "acp-go-sdk-agent", Version: "0.13.0"},
-		AuthMethods:     []acpsdk.AuthMethod{},
+		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
+		AgentInfo:         &acpsdk.Implementation{Name: "acp-go-sdk-agent", Version: "0.13.0"},
+		AuthMethods:       []acpsdk.AuthMethod{},
+		AgentCapabilities: acpsdk.AgentCapabilities{McpCapabilities: acpsdk.McpCapabilities{Acp: true}},
 	}, nil
 }
 
@@ -53,8 +55,13 @@ func (a *sdkAgent) clientCapabilities() acpsdk.ClientCapabilities {
 	return a.caps
 }
 
-func (a *sdkAgent) NewSession(context.Context, acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
+func (a *sdkAgent) NewSession(_ context.Context, p acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
 	a.mu.Lock()
+	for _, m := range p.McpServers {
+		if m.Acp != nil {
+			a.acpServers = append(a.acpServers, string(m.Acp.Id))
+		}
+	}
 	a.nextID++
 	id := fmt.Sprintf("sdk-%d", a.nextID)
 	a.mu.Unlock()
@@ -140,6 +147,23 @@ func (a *sdkAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.P
 
 func (a *sdkAgent) answer(ctx context.Context, sid acpsdk.SessionId, verb, rest string) map[string]any {
 	switch verb {
+	case "mcp-connect":
+		// acp-go-sdk can connect and disconnect; it has no typed way to send
+		// mcp/message.
+		a.mu.Lock()
+		ids := append([]string(nil), a.acpServers...)
+		a.mu.Unlock()
+		if len(ids) == 0 {
+			return map[string]any{"error": map[string]any{"message": "no MCP server offered over ACP"}}
+		}
+		r, err := a.conn.UnstableConnectMcp(ctx, acpsdk.UnstableConnectMcpRequest{AcpId: acpsdk.UnstableMcpServerAcpId(ids[len(ids)-1])})
+		if err != nil {
+			return sdkErr(err)
+		}
+		if _, err := a.conn.UnstableDisconnectMcp(ctx, acpsdk.UnstableDisconnectMcpRequest{ConnectionId: r.ConnectionId}); err != nil {
+			return sdkErr(err)
+		}
+		return map[string]any{"connected": string(r.ConnectionId), "server": ids[len(ids)-1]}
 	case "permission":
 		r, err := a.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{
 			SessionId: sid,

@@ -21,6 +21,8 @@ import (
 
 	"github.com/agentwire/agentwire/acp"
 	"github.com/agentwire/agentwire/acp/acpclient"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/mcp/server"
 	acpsdk "github.com/coder/acp-go-sdk"
 )
 
@@ -461,6 +463,26 @@ func TestAgentwireClientAgainstACPGoSDKAgent(t *testing.T) {
 		}
 	})
 
+	t.Run("it connects to an MCP server the client offers over ACP, by acpId", func(t *testing.T) {
+		srv := server.New(mcp.Implementation{Name: "tools", Version: "1"}, &server.Options{Logger: quiet})
+		s2, err := conn.NewSession(ctx, acpclient.SessionConfig{Cwd: root, ProvideMCP: []acpclient.ProvidedMCP{{Name: "tools", Server: srv}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Close(ctx)
+		take()
+		if stop, err := s2.Prompt(ctx, acp.TextBlock("mcp-connect")); err != nil || stop != acp.EndTurn {
+			t.Fatalf("stop %q, %v", stop, err)
+		}
+		var m map[string]any
+		reply := strings.Join(take(), "")
+		if err := json.Unmarshal([]byte(reply), &m); err != nil || m["connected"] == nil || !strings.HasPrefix(m["server"].(string), "agentwire-mcp-") {
+			t.Fatalf("reply %q (%v)", reply, err)
+		}
+		if st := conn.Stats().MCP; st.Connections < 1 {
+			t.Fatalf("MCP stats %+v", st)
+		}
+	})
 	t.Run("a cancelled turn comes back cancelled", func(t *testing.T) {
 		take()
 		for len(started) > 0 {
