@@ -746,29 +746,33 @@ func stopResult(reason StopReason) any {
 // capability costs it that capability, not the connection.
 func decodeClientCapabilities(raw json.RawMessage) ClientCapabilities {
 	var caps ClientCapabilities
-	var parts struct {
-		FS       json.RawMessage `json:"fs"`
-		Terminal json.RawMessage `json:"terminal"`
-		Auth     json.RawMessage `json:"auth"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return caps
-	}
-	var fs struct {
-		Read  json.RawMessage `json:"readTextFile"`
-		Write json.RawMessage `json:"writeTextFile"`
-	}
-	if json.Unmarshal(parts.FS, &fs) == nil {
-		_ = json.Unmarshal(fs.Read, &caps.FS.ReadTextFile)
-		_ = json.Unmarshal(fs.Write, &caps.FS.WriteTextFile)
-	}
-	_ = json.Unmarshal(parts.Terminal, &caps.Terminal)
-	var auth struct {
-		Terminal json.RawMessage `json:"terminal"`
-	}
-	if json.Unmarshal(parts.Auth, &auth) == nil {
-		_ = json.Unmarshal(auth.Terminal, &caps.Auth.Terminal)
-	}
+	// Keys are read exactly, as JSON and the schema spell them (encoding/json
+	// would also take "Terminal"); a capability is on only when it is true.
+	isTrue := func(v []byte) bool { return string(v) == "true" }
+	_ = jsonrpc.Members(raw, func(k, v []byte) bool {
+		switch string(k) {
+		case "fs":
+			_ = jsonrpc.Members(v, func(k, v []byte) bool {
+				switch string(k) {
+				case "readTextFile":
+					caps.FS.ReadTextFile = isTrue(v)
+				case "writeTextFile":
+					caps.FS.WriteTextFile = isTrue(v)
+				}
+				return true
+			})
+		case "terminal":
+			caps.Terminal = isTrue(v)
+		case "auth":
+			_ = jsonrpc.Members(v, func(k, v []byte) bool {
+				if string(k) == "terminal" {
+					caps.Auth.Terminal = isTrue(v)
+				}
+				return true
+			})
+		}
+		return true
+	})
 	return caps
 }
 

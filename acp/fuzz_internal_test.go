@@ -104,3 +104,30 @@ func FuzzConfigOption(f *testing.F) {
 		}
 	})
 }
+
+// FuzzClientCapabilities: a client's clientCapabilities, whatever its
+// shape, costs it at most the capabilities it malformed: each one read is
+// true only where the client sent exactly true.
+func FuzzClientCapabilities(f *testing.F) {
+	for _, s := range []string{
+		`{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true,"auth":{"terminal":true}}`,
+		`{"fs":{"readTextFile":"yes"},"terminal":1}`, `{"fs":[]}`, `null`, `[]`, `{"terminal":true,"fs":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		caps := decodeClientCapabilities(raw)
+		var m map[string]json.RawMessage
+		json.Unmarshal(raw, &m)
+		var fs, auth map[string]json.RawMessage
+		json.Unmarshal(m["fs"], &fs)
+		json.Unmarshal(m["auth"], &auth)
+		exactlyTrue := func(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "true" }
+		if caps.FS.ReadTextFile && !exactlyTrue(fs["readTextFile"]) ||
+			caps.FS.WriteTextFile && !exactlyTrue(fs["writeTextFile"]) ||
+			caps.Terminal && !exactlyTrue(m["terminal"]) ||
+			caps.Auth.Terminal && !exactlyTrue(auth["terminal"]) {
+			t.Fatalf("declared %+v from %s", caps, raw)
+		}
+	})
+}

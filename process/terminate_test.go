@@ -86,7 +86,9 @@ func TestTerminateOfAnExitedProcess(t *testing.T) {
 // Terminate leaves stdout readable: what the command wrote before it was
 // killed is still there, up to EOF (Shutdown closes it instead).
 func TestTerminateKeepsStdoutReadable(t *testing.T) {
-	p, err := process.Start(process.Command{Path: "/bin/sh", Args: []string{"-c", `echo before; trap "" TERM; exec sleep 600`}},
+	// The trap is set before "before" is written: reading it means SIGTERM
+	// is already ignored (the other order raced the signal).
+	p, err := process.Start(process.Command{Path: "/bin/sh", Args: []string{"-c", `trap "" TERM; echo before; exec sleep 600`}},
 		&process.Options{CombinedOutput: true})
 	if err != nil {
 		t.Fatal(err)

@@ -917,6 +917,7 @@ func (c *Conn) handleUpdate(ctx context.Context, req *rpc.Request) {
 			c.parkedTotal.Add(1)
 			return
 		}
+		c.refusedLog.warn("acpclient: an update for a session not yet known could not be parked: delivered as an orphan", "parked", c.parkedN, "limit", maxParkedUpdates)
 	}
 	c.mu.Unlock()
 	c.deliverMu.Lock()
