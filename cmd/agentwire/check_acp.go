@@ -356,6 +356,16 @@ func (c *acpChecker) shutdownBounded() process.ShutdownResult {
 
 // alive says whether the agent still answers a request: healthOK,
 // healthDead or healthSilent.
+// unanswered judges a probe that got no answer: a fail, or only a warn
+// when the agent is still alive but silent.
+func (c *acpChecker) unanswered() (result, state string) {
+	state = c.alive()
+	if state == healthSilent {
+		return warn, state
+	}
+	return fail, state
+}
+
 func (c *acpChecker) alive() string {
 	if exited(c.proc) {
 		return healthDead
@@ -429,11 +439,7 @@ func (c *acpChecker) checkUnknown(rule string) {
 	case err == nil:
 		c.add("unknown method", fail, "agentwire/no-such-method succeeded", rule)
 	default:
-		state := c.alive()
-		result := fail
-		if state == healthSilent {
-			result = warn
-		}
+		result, state := c.unanswered()
 		c.add("unknown method", result, fmt.Sprintf("no answer to agentwire/no-such-method (%v): %s", err, c.dead("agentwire/no-such-method", state)), rule)
 	}
 }
@@ -563,11 +569,7 @@ func (c *acpChecker) checkUnknownSession(rule string) {
 	case err == nil:
 		c.add("unknown session", fail, "a prompt for a bogus session succeeded", rule)
 	default:
-		state := c.alive()
-		result := fail
-		if state == healthSilent {
-			result = warn
-		}
+		result, state := c.unanswered()
 		c.add("unknown session", result, fmt.Sprintf("no answer to a prompt for a bogus session (%v)", err), rule)
 		if state != healthOK {
 			c.dead("a prompt for a bogus session", state)
