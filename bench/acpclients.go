@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -483,30 +482,11 @@ func (s sdkACPConn) close() {
 // ratio is the median over rounds of f(client)/f(acp-go-sdk-client) in the
 // same place and round.
 func (a *acpClientRun) ratio(k acpClientKey, f func(acpClientSample) float64) (med, lo, hi float64, ok bool) {
-	ref := a.samples[acpClientKey{"acp-go-sdk-client", k.place}]
-	var vals []float64
-	for round, s := range a.samples[k] {
-		if b, ok := ref[round]; ok && f(b) > 0 {
-			vals = append(vals, f(s)/f(b))
-		}
-	}
-	if len(vals) == 0 {
-		return 0, 0, 0, false
-	}
-	slices.Sort(vals)
-	return vals[len(vals)/2], vals[0], vals[len(vals)-1], true
+	return roundRatio(a.samples[k], a.samples[acpClientKey{"acp-go-sdk-client", k.place}], f)
 }
 
 func (a *acpClientRun) median(k acpClientKey, f func(acpClientSample) float64) float64 {
-	var vals []float64
-	for _, s := range a.samples[k] {
-		vals = append(vals, f(s))
-	}
-	if len(vals) == 0 {
-		return 0
-	}
-	slices.Sort(vals)
-	return vals[len(vals)/2]
+	return roundMedian(a.samples[k], f)
 }
 
 // report is the ACP client section of report.md.

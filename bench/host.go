@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -334,28 +333,9 @@ func (s mcpGoSession) close() { s.c.Close() }
 // ratio is the median over rounds of f(client)/f(agentwire's client) in
 // the same transport, era and round.
 func (h *hostRun) ratio(k hostKey, f func(hostResult) float64) (med, lo, hi float64, ok bool) {
-	ref := h.samples[hostKey{"agentwire", k.transport, k.modern}]
-	var vals []float64
-	for round, s := range h.samples[k] {
-		if a, ok := ref[round]; ok && f(a) > 0 {
-			vals = append(vals, f(s)/f(a))
-		}
-	}
-	if len(vals) == 0 {
-		return 0, 0, 0, false
-	}
-	slices.Sort(vals)
-	return vals[len(vals)/2], vals[0], vals[len(vals)-1], true
+	return roundRatio(h.samples[k], h.samples[hostKey{"agentwire", k.transport, k.modern}], f)
 }
 
 func (h *hostRun) median(k hostKey, f func(hostResult) float64) float64 {
-	var vals []float64
-	for _, s := range h.samples[k] {
-		vals = append(vals, f(s))
-	}
-	if len(vals) == 0 {
-		return 0
-	}
-	slices.Sort(vals)
-	return vals[len(vals)/2]
+	return roundMedian(h.samples[k], f)
 }

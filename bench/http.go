@@ -163,31 +163,12 @@ func (r *httpRun) measureTarget(round int, t httpTarget) error {
 // ratio is the median over rounds of f(target)/f(its plain reference),
 // both measured in the same round, with the lowest and highest.
 func (r *httpRun) ratio(t httpTarget, c int, f func(loadResult) float64) (med, lo, hi float64, ok bool) {
-	ts, ps := r.samples[hkey{t.name, c}], r.samples[hkey{t.reference(), c}]
-	var vals []float64
-	for round, s := range ts {
-		if p, ok := ps[round]; ok && f(p) > 0 {
-			vals = append(vals, f(s)/f(p))
-		}
-	}
-	if len(vals) == 0 {
-		return 0, 0, 0, false
-	}
-	slices.Sort(vals)
-	return vals[len(vals)/2], vals[0], vals[len(vals)-1], true
+	return roundRatio(r.samples[hkey{t.name, c}], r.samples[hkey{t.reference(), c}], f)
 }
 
 // median is the median over rounds of f.
 func (r *httpRun) median(target string, c int, f func(loadResult) float64) float64 {
-	var vals []float64
-	for _, s := range r.samples[hkey{target, c}] {
-		vals = append(vals, f(s))
-	}
-	if len(vals) == 0 {
-		return 0
-	}
-	slices.Sort(vals)
-	return vals[len(vals)/2]
+	return roundMedian(r.samples[hkey{target, c}], f)
 }
 
 func splitList(s string) []string { return strings.Split(s, ",") }
