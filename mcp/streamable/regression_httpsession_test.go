@@ -240,6 +240,10 @@ func TestShutdownEndsAGETFollowingAStreamOfAnotherInstance(t *testing.T) {
 		if err := b.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v after %v", err, time.Since(start))
 		}
+		// Shutdown ends the stream; its handler's goroutine may still be
+		// returning. Wait lets it finish without letting time pass, so a
+		// GET still waiting for its deadline still fails here.
+		synctest.Wait()
 		if !following.ended() {
 			t.Fatal("the following GET outlives Shutdown")
 		}
