@@ -699,81 +699,22 @@ func TestHostClientGoSDKStatefulServer(t *testing.T) {
 		func(context.Context, *gosdk.ReadResourceRequest) (*gosdk.ReadResourceResult, error) {
 			return &gosdk.ReadResourceResult{Contents: []*gosdk.ResourceContents{{URI: docURI, Text: "v1"}}}, nil
 		})
-	addTool := func(name string) {
-		gosdk.AddTool(srv, &gosdk.Tool{Name: name, Description: "Added by the test."},
-			func(context.Context, *gosdk.CallToolRequest, struct{}) (*gosdk.CallToolResult, any, error) {
-				return &gosdk.CallToolResult{Content: []gosdk.Content{&gosdk.TextContent{Text: name}}}, nil, nil
-			})
-	}
-	h := gosdk.NewStreamableHTTPHandler(func(*http.Request) *gosdk.Server { return srv },
-		&gosdk.StreamableHTTPOptions{EventStore: gosdk.NewMemoryEventStore(nil), SessionTimeout: time.Minute, Logger: quiet})
-	cut := newStreamCutter()
-	tr := &transcript{}
-	tr.logOnFailure(t)
-	web := httptest.NewServer(wireTap(cut.wrap(h), tr))
-	t.Cleanup(web.Close)
-
-	opts, notes := hostNotes()
-	sess := connectHTTP(t, web.URL+"/mcp", opts)
-	ctx := testCtx(t)
-	if sess.Era() != mcp.Legacy || sess.ProtocolVersion() != mcp.LatestLegacyVersion {
-		t.Fatalf("era %v, version %q", sess.Era(), sess.ProtocolVersion())
-	}
-	minted := tr.find("<- POST 200 sid=")
-	if len(minted) == 0 {
-		t.Fatalf("go-sdk minted no session id")
-	}
-	sid := strings.TrimPrefix(minted[0], "<- POST 200 sid=")
-	recv(t, cut.opened, "the standalone GET")
-	recv(t, cut.started, "the standalone GET's response")
-
-	res, err := sess.CallTool(ctx, "echo", map[string]any{"text": "stateful"})
-	if err != nil || hostText(res) != "echo: stateful" {
-		t.Fatalf("echo: %+v, %v", res, err)
-	}
-	if _, err := sess.Request(ctx, "resources/subscribe", map[string]any{"uri": docURI}); err != nil {
-		t.Fatalf("resources/subscribe: %v", err)
-	}
-	addTool("added_live")
-	nextHostNote(t, notes, "notifications/tools/list_changed")
-	if err := srv.ResourceUpdated(ctx, &gosdk.ResourceUpdatedNotificationParams{URI: docURI}); err != nil {
-		t.Fatal(err)
-	}
-	if p := nextHostNote(t, notes, "notifications/resources/updated"); !strings.Contains(p, docURI) {
-		t.Errorf("resources/updated params %s, want %s", p, docURI)
-	}
-	for _, m := range []string{"notifications/tools/list_changed", "notifications/resources/updated"} {
-		if len(tr.find("<-GET", m)) != 1 {
-			t.Errorf("%s: want it once, on the GET stream", m)
-		}
-	}
-
-	// The network drops the GET; go-sdk's event store has what is sent
-	// meanwhile.
-	cut.hold()
-	cut.cut()
-	addTool("added_while_away")
-	if err := srv.ResourceUpdated(ctx, &gosdk.ResourceUpdatedNotificationParams{URI: docURI}); err != nil {
-		t.Fatal(err)
-	}
-	cut.release()
-	if lei := recv(t, cut.opened, "the resuming GET"); lei == "" {
-		t.Errorf("the GET after the drop carries no Last-Event-ID")
-	}
-	// In either order: go-sdk tells list changes after a short delay of
-	// its own.
-	hostNotesOf(t, notes, "notifications/tools/list_changed", "notifications/resources/updated")
-	if got := requestsWithout(tr, sid); len(got) != 0 {
-		t.Errorf("requests without go-sdk's session id %q: %q", sid, got)
-	}
-
-	sess.Close()
-	if len(tr.find("-> DELETE /mcp sid="+sid)) != 1 {
-		t.Errorf("the host did not DELETE its session")
-	}
-	if status, body := rawSessionPost(t, web.URL+"/mcp", sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`); status != http.StatusNotFound {
-		t.Errorf("go-sdk after the DELETE: %d %s, want 404", status, body)
-	}
+	hostAgainstStatefulPeer(t, statefulPeer{
+		name: "go-sdk",
+		handler: gosdk.NewStreamableHTTPHandler(func(*http.Request) *gosdk.Server { return srv },
+			&gosdk.StreamableHTTPOptions{EventStore: gosdk.NewMemoryEventStore(nil), SessionTimeout: time.Minute, Logger: quiet}),
+		latestLegacyOnly: true,
+		addTool: func(name string) {
+			gosdk.AddTool(srv, &gosdk.Tool{Name: name, Description: "Added by the test."},
+				func(context.Context, *gosdk.CallToolRequest, struct{}) (*gosdk.CallToolResult, any, error) {
+					return &gosdk.CallToolResult{Content: []gosdk.Content{&gosdk.TextContent{Text: name}}}, nil, nil
+				})
+		},
+		resourceUpdated: func(ctx context.Context) error {
+			return srv.ResourceUpdated(ctx, &gosdk.ResourceUpdatedNotificationParams{URI: docURI})
+		},
+		forgetsDeleted: true,
+	})
 }
 
 // agentwire's host client against mcp-go's stateful Streamable HTTP
@@ -795,26 +736,65 @@ func TestHostClientMCPGoStatefulServer(t *testing.T) {
 		})
 	hs := mcpserver.NewStreamableHTTPServer(m, mcpserver.WithStateful(true),
 		mcpserver.WithEventStore(mcpserver.NewInMemoryEventStore()), mcpserver.WithStreamableHTTPLogger(quiet))
+	hostAgainstStatefulPeer(t, statefulPeer{
+		name:    "mcp-go",
+		handler: hs,
+		shutdown: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			hs.Shutdown(ctx)
+		},
+		addTool: func(name string) {
+			m.AddTool(mcpgo.NewTool(name, mcpgo.WithDescription("Added by the test.")),
+				func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+					return mcpgo.NewToolResultText("added"), nil
+				})
+		},
+		resourceUpdated: func(context.Context) error {
+			m.SendNotificationToAllClients("notifications/resources/updated", map[string]any{"uri": docURI})
+			return nil
+		},
+	})
+}
+
+// statefulPeer is a stateful Streamable HTTP server of another SDK, with
+// an event store, and how the test makes it change.
+type statefulPeer struct {
+	name             string
+	handler          http.Handler
+	shutdown         func() // before the test server closes; nil for none
+	latestLegacyOnly bool   // it negotiates mcp.LatestLegacyVersion
+	addTool          func(name string)
+	resourceUpdated  func(ctx context.Context) error
+	forgetsDeleted   bool // a request on a DELETEd session gets 404
+}
+
+// hostAgainstStatefulPeer is the scenario of both stateful-server tests:
+// the minted Mcp-Session-Id echoed on every request, the GET stream opened
+// and hearing a list change and a resource update exactly once, a dropped
+// GET resumed with Last-Event-ID and getting what was sent meanwhile, and
+// Close sending DELETE.
+func hostAgainstStatefulPeer(t *testing.T, p statefulPeer) {
 	cut := newStreamCutter()
 	tr := &transcript{}
 	tr.logOnFailure(t)
-	web := httptest.NewServer(wireTap(cut.wrap(hs), tr))
+	web := httptest.NewServer(wireTap(cut.wrap(p.handler), tr))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
+		if p.shutdown != nil {
+			p.shutdown()
+		}
 		web.Close()
 	})
 
 	opts, notes := hostNotes()
 	sess := connectHTTP(t, web.URL+"/mcp", opts)
 	ctx := testCtx(t)
-	if sess.Era() != mcp.Legacy {
+	if sess.Era() != mcp.Legacy || p.latestLegacyOnly && sess.ProtocolVersion() != mcp.LatestLegacyVersion {
 		t.Fatalf("era %v, version %q", sess.Era(), sess.ProtocolVersion())
 	}
 	minted := tr.find("<- POST 200 sid=")
 	if len(minted) == 0 {
-		t.Fatalf("mcp-go minted no session id")
+		t.Fatalf("%s minted no session id", p.name)
 	}
 	sid := strings.TrimPrefix(minted[0], "<- POST 200 sid=")
 	recv(t, cut.opened, "the standalone GET")
@@ -827,14 +807,13 @@ func TestHostClientMCPGoStatefulServer(t *testing.T) {
 	if _, err := sess.Request(ctx, "resources/subscribe", map[string]any{"uri": docURI}); err != nil {
 		t.Fatalf("resources/subscribe: %v", err)
 	}
-	m.AddTool(mcpgo.NewTool("added_live", mcpgo.WithDescription("Added by the test.")),
-		func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-			return mcpgo.NewToolResultText("added"), nil
-		})
+	p.addTool("added_live")
 	nextHostNote(t, notes, "notifications/tools/list_changed")
-	m.SendNotificationToAllClients("notifications/resources/updated", map[string]any{"uri": docURI})
-	if p := nextHostNote(t, notes, "notifications/resources/updated"); !strings.Contains(p, docURI) {
-		t.Errorf("resources/updated params %s, want %s", p, docURI)
+	if err := p.resourceUpdated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextHostNote(t, notes, "notifications/resources/updated"); !strings.Contains(got, docURI) {
+		t.Errorf("resources/updated params %s, want %s", got, docURI)
 	}
 	for _, m := range []string{"notifications/tools/list_changed", "notifications/resources/updated"} {
 		if len(tr.find("<-GET", m)) != 1 {
@@ -842,26 +821,33 @@ func TestHostClientMCPGoStatefulServer(t *testing.T) {
 		}
 	}
 
-	// The network drops the GET; mcp-go's event store keeps what is sent
+	// The network drops the GET; the peer's event store keeps what is sent
 	// meanwhile.
 	cut.hold()
 	cut.cut()
-	m.AddTool(mcpgo.NewTool("added_while_away", mcpgo.WithDescription("Added by the test.")),
-		func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-			return mcpgo.NewToolResultText("added"), nil
-		})
-	m.SendNotificationToAllClients("notifications/resources/updated", map[string]any{"uri": docURI})
+	p.addTool("added_while_away")
+	if err := p.resourceUpdated(ctx); err != nil {
+		t.Fatal(err)
+	}
 	cut.release()
 	if lei := recv(t, cut.opened, "the resuming GET"); lei == "" {
 		t.Errorf("the GET after the drop carries no Last-Event-ID")
 	}
+	// In either order: go-sdk tells list changes after a short delay of
+	// its own.
 	hostNotesOf(t, notes, "notifications/tools/list_changed", "notifications/resources/updated")
 	if got := requestsWithout(tr, sid); len(got) != 0 {
-		t.Errorf("requests without mcp-go's session id %q: %q", sid, got)
+		t.Errorf("requests without %s's session id %q: %q", p.name, sid, got)
 	}
+
 	sess.Close()
 	if len(tr.find("-> DELETE /mcp sid="+sid)) != 1 {
 		t.Errorf("the host did not DELETE its session")
+	}
+	if p.forgetsDeleted {
+		if status, body := rawSessionPost(t, web.URL+"/mcp", sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`); status != http.StatusNotFound {
+			t.Errorf("%s after the DELETE: %d %s, want 404", p.name, status, body)
+		}
 	}
 }
 
