@@ -584,22 +584,13 @@ func TestMCPGoStreamableClientKeepsAnAgentwireSession(t *testing.T) {
 	}
 	eventually(t, "the GET stream open", func() bool { return len(ps.tr.find("<- GET 200")) == 1 })
 
-	nextNote := func(method string) mcpgo.JSONRPCNotification {
-		t.Helper()
-		for {
-			n := recv(t, notes, method)
-			if n.Method == method {
-				return n
-			}
-		}
-	}
 	ps.addTool("added_live")
-	nextNote(mcpgo.MethodNotificationToolsListChanged)
+	nextMCPGoNote(t, notes, mcpgo.MethodNotificationToolsListChanged)
 	if err := c.Subscribe(ctx, mcpgo.SubscribeRequest{Params: mcpgo.SubscribeParams{URI: docURI}}); err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	ps.srv.ResourceUpdated(docURI)
-	n := nextNote(mcpgo.MethodNotificationResourceUpdated)
+	n := nextMCPGoNote(t, notes, mcpgo.MethodNotificationResourceUpdated)
 	if uri, _ := n.Params.AdditionalFields["uri"].(string); uri != docURI {
 		t.Errorf("resources/updated params %s, want uri %q", mustJSON(t, n.Params), docURI)
 	}
@@ -634,7 +625,7 @@ func TestMCPGoStreamableClientKeepsAnAgentwireSession(t *testing.T) {
 		return len(ps.tr.find("-> GET /mcp sid="+fresh)) > 0 && len(ps.tr.find("<- GET 200")) == 2
 	})
 	ps.addTool("added_after")
-	nextNote(mcpgo.MethodNotificationToolsListChanged)
+	nextMCPGoNote(t, notes, mcpgo.MethodNotificationToolsListChanged)
 }
 
 // ----- agentwire's client against go-sdk's and mcp-go's stateful servers -----

@@ -182,23 +182,14 @@ func TestMCPGoSSEClientAgentwireSSEServer(t *testing.T) {
 		t.Fatalf("echo: %v, %v", out, err)
 	}
 
-	next := func(method string) mcpgo.JSONRPCNotification {
-		t.Helper()
-		for {
-			n := recv(t, notes, method)
-			if n.Method == method {
-				return n
-			}
-		}
-	}
 	ps.addTool("added_live")
-	next(mcpgo.MethodNotificationToolsListChanged)
+	nextMCPGoNote(t, notes, mcpgo.MethodNotificationToolsListChanged)
 
 	if err := c.Subscribe(ctx, mcpgo.SubscribeRequest{Params: mcpgo.SubscribeParams{URI: docURI}}); err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	ps.srv.ResourceUpdated(docURI)
-	n := next(mcpgo.MethodNotificationResourceUpdated)
+	n := nextMCPGoNote(t, notes, mcpgo.MethodNotificationResourceUpdated)
 	if uri, _ := n.Params.AdditionalFields["uri"].(string); uri != docURI {
 		t.Errorf("resources/updated params %s, want uri %q", mustJSON(t, n.Params), docURI)
 	}
@@ -210,7 +201,7 @@ func TestMCPGoSSEClientAgentwireSSEServer(t *testing.T) {
 	if err != nil || textOf(out.Content) != "logged: true" {
 		t.Fatalf("interop_log at debug: %v, %v; want it sent", out, err)
 	}
-	logged := next("notifications/message")
+	logged := nextMCPGoNote(t, notes, "notifications/message")
 	if got := fmt.Sprintf("%v %v", logged.Params.AdditionalFields["level"], logged.Params.AdditionalFields["data"]); got != "debug a debug line" {
 		t.Errorf("log message %q, want %q", got, "debug a debug line")
 	}
@@ -223,4 +214,16 @@ func TestMCPGoSSEClientAgentwireSSEServer(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 	eventually(t, "the session ended", func() bool { return ps.h.SSEStats().Sessions == 0 })
+}
+
+// nextMCPGoNote is the next notification mcp-go's client hands over with
+// the method, those of other methods skipped.
+func nextMCPGoNote(t *testing.T, notes chan mcpgo.JSONRPCNotification, method string) mcpgo.JSONRPCNotification {
+	t.Helper()
+	for {
+		n := recv(t, notes, method)
+		if n.Method == method {
+			return n
+		}
+	}
 }
