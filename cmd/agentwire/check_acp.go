@@ -681,13 +681,31 @@ func (c *acpChecker) tooFast(row, rule string, t *slowTurn) bool {
 	if !t.ended(200 * time.Millisecond) {
 		return false
 	}
-	c.noSlow = fmt.Sprintf("the slow prompt %q ended within 200 ms (give --slow-prompt)", clip(c.slow, 40))
-	c.add(row, notRun, c.noSlow, rule)
+	c.add(row, notRun, c.slowEndedAtOnce(), rule)
 	return true
 }
 
+// slowEndedAtOnce records that the slow prompt is not slow, and says so.
+func (c *acpChecker) slowEndedAtOnce() string {
+	c.noSlow = fmt.Sprintf("the slow prompt %q ended within 200 ms (give --slow-prompt)", clip(c.slow, 40))
+	return c.noSlow
+}
+
+// slowless adds a row that needs a running prompt as not run when there is
+// no session, or the slow prompt was found not to be slow.
+func (c *acpChecker) slowless(row, rule string) bool {
+	if c.sessionless(row, rule) {
+		return true
+	}
+	if c.noSlow != "" {
+		c.add(row, notRun, c.noSlow, rule)
+		return true
+	}
+	return false
+}
+
 func (c *acpChecker) checkControl(rule string) {
-	if c.sessionless("control during prompt", rule) {
+	if c.slowless("control during prompt", rule) {
 		return
 	}
 	t := c.startSlow()
@@ -725,11 +743,7 @@ func (c *acpChecker) checkControl(rule string) {
 }
 
 func (c *acpChecker) checkCancel(rule string) {
-	if c.sessionless("cancel", rule) {
-		return
-	}
-	if c.noSlow != "" {
-		c.add("cancel", notRun, c.noSlow, rule)
+	if c.slowless("cancel", rule) {
 		return
 	}
 	t := c.startSlow()
@@ -757,11 +771,7 @@ func (c *acpChecker) checkCancel(rule string) {
 }
 
 func (c *acpChecker) checkCancelRequest(rule string) {
-	if c.sessionless("$/cancel_request", rule) {
-		return
-	}
-	if c.noSlow != "" {
-		c.add("$/cancel_request", notRun, c.noSlow, rule)
+	if c.slowless("$/cancel_request", rule) {
 		return
 	}
 	mark := c.tap.mark()
@@ -771,7 +781,7 @@ func (c *acpChecker) checkCancelRequest(rule string) {
 	cancel()
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		if err == nil {
-			c.add("$/cancel_request", notRun, fmt.Sprintf("the slow prompt %q ended within 200 ms (give --slow-prompt)", clip(c.slow, 40)), rule)
+			c.add("$/cancel_request", notRun, c.slowEndedAtOnce(), rule)
 		} else {
 			c.add("$/cancel_request", warn, "the raw session/prompt failed at once: "+acpErrorText(err), rule)
 		}
@@ -848,11 +858,7 @@ func (c *acpChecker) checkUndeclared(rule string) {
 }
 
 func (c *acpChecker) checkEOF(rule string) {
-	if c.sessionless("EOF behaviour", rule) {
-		return
-	}
-	if c.noSlow != "" {
-		c.add("EOF behaviour", notRun, c.noSlow, rule)
+	if c.slowless("EOF behaviour", rule) {
 		return
 	}
 	t := c.startSlow()
