@@ -38,6 +38,19 @@
 // the connection. A message for a bridge that is not connected gets -32602.
 // The extension is unstable; bridge.go says which generation this follows.
 //
+// MCP over ACP in the schema's direction (mcpcaller.go): Turn.ConnectMCP
+// reaches a server the client declared as {"type":"acp"} (Agent.MCPOverACP
+// advertises mcpCapabilities.acp), sending mcp/connect, mcp/message and
+// mcp/disconnect to the client; the client's mcp/message notifications
+// reach MCPConnection.OnNotification. A serverId the session did not
+// declare is refused locally (ErrMCPNotDeclared), nothing sent.
+//
+// The client's methods (turn.go): Turn.ReadTextFile, WriteTextFile and
+// CreateTerminal (with the Terminal's Output, WaitForExit, Kill and
+// Release) are refused locally with ErrClientCapability when the client did
+// not declare them; Turn.ToolCall, UpdateToolCall, Plan and ThoughtChunk
+// encode the matching session/update kinds.
+//
 // session/load (when Agent.LoadSession is set) replays the history as
 // session/update notifications, all before its response. session/resume
 // reattaches a session without a replay: one this connection holds answers
