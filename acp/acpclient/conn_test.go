@@ -670,3 +670,49 @@ func TestPermissionQuestionsBeyondTheBoundAreRefusedWithoutAsking(t *testing.T) 
 		t.Fatal("DuringPrompt for a question asked with no prompt in flight")
 	}
 }
+
+func TestATerminalDoesNotOutliveItsSessionOrTheConnection(t *testing.T) {
+	for _, end := range []string{"session", "connection"} {
+		t.Run(end, func(t *testing.T) {
+			c, a := dialRaw(t, &acpclient.Options{Terminals: &acpclient.TerminalOptions{KillGrace: 300 * time.Millisecond}}, initResult)
+			s := openRaw(t, c, a, acpclient.SessionConfig{})
+			a.send(`{"jsonrpc":"2.0","id":"t1","method":"terminal/create","params":{"sessionId":"s1","command":"sh","args":["-c","trap '' TERM; echo ready; sleep 600"]}}`)
+			l := a.next()
+			var res struct {
+				TerminalID string `json:"terminalId"`
+			}
+			if err := json.Unmarshal([]byte(rawField(l, "result")), &res); err != nil || res.TerminalID == "" {
+				t.Fatalf("terminal/create: %s", l)
+			}
+			term, ok := c.Terminal(res.TerminalID)
+			if !ok {
+				t.Fatal("the connection does not know its terminal")
+			}
+			// "ready" comes after the trap: SIGTERM is then ignored for sure.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if out, _ := term.Output(); strings.Contains(out, "ready") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the command never started")
+				}
+			}
+			if end == "session" {
+				go func() { a.reply(a.expect("session/close"), `{}`) }()
+				if err := s.Close(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				c.Close()
+			}
+			select {
+			case <-term.Done():
+			default:
+				t.Fatalf("the terminal still runs after the %s closed", end)
+			}
+			if st, exited := term.Exited(); !exited || st.Signal != "SIGKILL" {
+				t.Fatalf("exit %+v %v; want killed (it ignores SIGTERM)", st, exited)
+			}
+		})
+	}
+}
