@@ -330,22 +330,7 @@ func startACPAgent(place string, agent server) (io.Reader, io.WriteCloser, int, 
 	if err := cmd.Start(); err != nil {
 		return nil, nil, 0, nil, err
 	}
-	stop := func() error {
-		go io.Copy(io.Discard, out)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("%s exited with %v; stderr: %s", agent.name, err, stderr.String())
-			}
-			return nil
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("%s did not exit at EOF; stderr: %s", agent.name, stderr.String())
-		}
-	}
+	stop := func() error { return awaitExit(cmd, out, agent.name, stderr) }
 	return out, in, cmd.Process.Pid, stop, nil
 }
 

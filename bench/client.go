@@ -89,20 +89,7 @@ func startSubprocess(s server) (*conn, error) {
 	c := &conn{srv: s, w: in, br: bufio.NewReaderSize(out, 64<<10), pid: cmd.Process.Pid, proc: cmd.Process}
 	c.stop = func() error {
 		in.Close()
-		go io.Copy(io.Discard, out)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("%s exited with %v; stderr: %s", s.name, err, stderr.String())
-			}
-			return nil
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("%s did not exit at EOF; stderr: %s", s.name, stderr.String())
-		}
+		return awaitExit(cmd, out, s.name, stderr)
 	}
 	if err := c.handshake(); err != nil {
 		c.stop()
@@ -349,4 +336,24 @@ func slotOf(line []byte, window int) int {
 		return 0
 	}
 	return int(id % int64(window))
+}
+
+// awaitExit waits for a served subprocess whose stdin was closed to exit,
+// draining its stdout meanwhile; one that is still running after 5 s is
+// killed, and either failure names its stderr.
+func awaitExit(cmd *exec.Cmd, out io.Reader, name string, stderr fmt.Stringer) error {
+	go io.Copy(io.Discard, out)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%s exited with %v; stderr: %s", name, err, stderr.String())
+		}
+		return nil
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("%s did not exit at EOF; stderr: %s", name, stderr.String())
+	}
 }
