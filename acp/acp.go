@@ -290,6 +290,9 @@ type Options struct {
 	IdleSessionTimeout time.Duration
 	// Logger receives diagnostics. Nil means slog.Default().
 	Logger *slog.Logger
+	// Middleware wraps the dispatch of every request and notification,
+	// the first outermost (see Middleware). Nil: dispatched directly.
+	Middleware []Middleware
 }
 
 // DefaultMaxBackground is the background limit of guarantee A4.
@@ -317,6 +320,7 @@ func (o *Options) resolve() Options {
 func ConnOptions(agent *Agent, opts *Options, base *rpc.Options) (rpc.Handler, *rpc.Options) {
 	s := opts.resolve()
 	c := &conn{agent: agent, opts: s, sessions: map[string]*Session{}, cleaned: make(chan struct{})}
+	c.chain = chainMiddleware(s.Middleware)
 	var o rpc.Options
 	if base != nil {
 		o = *base
@@ -365,6 +369,9 @@ func (c *Conn) Wait() error {
 type handler struct{ c *conn }
 
 func (h *handler) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	if h.c.chain != nil {
+		return h.c.serveCall(ctx, req)
+	}
 	return h.c.handle(ctx, req)
 }
 
@@ -387,6 +394,8 @@ type conn struct {
 	// client is what initialize declared; nil before it. Turns read it
 	// without the lock.
 	client atomic.Pointer[peerClient]
+	// chain is Options.Middleware composed; nil without any.
+	chain CallHandler
 }
 
 // peerClient is the client as its initialize described it.

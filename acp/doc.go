@@ -84,6 +84,13 @@
 // a turn has one context, results are pre-encoded, and MessageChunk reuses
 // one encoding buffer per turn.
 //
+// Middleware: Options.Middleware wraps the dispatch of every request and
+// notification with a Call naming the method and the session (a prompt's
+// whole turn runs inside next), composed once per connection and absent
+// at no cost. One that refuses a prompt without calling next releases the
+// prompt's reservation, so the session stays free (A3, A5). The telemetry
+// module traces ACP at rpc's layer (rpc.Options.Middleware and Outbound).
+//
 // Numbers such as C3 cite the guarantees in the repository's
 // docs/guarantees.md.
 package acp

@@ -87,6 +87,12 @@ type Options struct {
 	BusyError *jsonrpc.Error
 	// Logger receives diagnostics. Nil means slog.Default().
 	Logger *slog.Logger
+	// Outbound wraps every call and notification the client sends
+	// (rpc.Options.Outbound): logging, limits, tracing of outbound calls.
+	Outbound []rpc.OutboundMiddleware
+	// Middleware wraps Handler, which serves what the server sends
+	// (rpc.Options.Middleware).
+	Middleware []rpc.Middleware
 
 	// Process configures a server started by Start.
 	Process *process.Options
@@ -218,6 +224,8 @@ func (c *Client) connOptions() *rpc.Options {
 		MaxQueuedRequests:  c.opts.MaxQueuedRequests,
 		MaxQueuedBytes:     c.opts.MaxQueuedBytes,
 		BusyError:          c.opts.BusyError,
+		Outbound:           c.opts.Outbound,
+		Middleware:         c.opts.Middleware,
 	}
 	if c.opts.Process != nil && c.opts.Process.Grace > 0 {
 		// Draining our last messages to a server that does not read is

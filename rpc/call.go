@@ -28,9 +28,21 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 // request is written: for protocols whose later messages refer to it (an
 // MCP subscription's notifications carry the listen request's id).
 func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
+	if inv := c.opts.outbound; inv != nil {
+		return inv(ctx, &OutboundCall{Method: method, Params: params, conn: c, onID: onID})
+	}
+	return c.callWithID(ctx, method, params, nil, onID)
+}
+
+// callWithID is CallWithID past Options.Outbound; call, when not nil, is
+// told the id.
+func (c *Conn) callWithID(ctx context.Context, method string, params any, call *OutboundCall, onID func(jsonrpc.ID)) (json.RawMessage, error) {
 	msg, id, h, err := c.encodeCall(method, params)
 	if err != nil {
 		return nil, err
+	}
+	if call != nil {
+		call.ID = jsonrpc.ID(bytesString(id))
 	}
 	if onID != nil {
 		onID(jsonrpc.ID(id))
@@ -209,6 +221,14 @@ func (c *Conn) deliver(msg *jsonrpc.Message, line []byte) {
 // Notify sends a notification to the peer. It waits for room in the output
 // queue (bounded memory) and fails once the connection is shutting down.
 func (c *Conn) Notify(ctx context.Context, method string, params any) error {
+	if inv := c.opts.outbound; inv != nil {
+		_, err := inv(ctx, &OutboundCall{Method: method, Params: params, Notification: true, conn: c})
+		return err
+	}
+	return c.notify(ctx, method, params)
+}
+
+func (c *Conn) notify(ctx context.Context, method string, params any) error {
 	msg, h, err := encodeNotification(method, params)
 	if err != nil {
 		return err

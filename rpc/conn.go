@@ -215,6 +215,9 @@ func newMessages(s *settings, ctx context.Context, r MessageReader, w MessageWri
 }
 
 func newConn(h Handler, s *settings) *Conn {
+	if len(s.Middleware) > 0 {
+		h = Chain(h, s.Middleware...)
+	}
 	c := &Conn{
 		opts:    s,
 		handler: h,

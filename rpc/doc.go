@@ -92,6 +92,22 @@
 // writes everything queued just before it would wait for input: a burst of
 // pipelined requests is answered with one write (guarantee P2).
 //
+// # Middleware
+//
+// Options.Middleware wraps the connection's handler (Chain, the first
+// outermost) and sees each request and notification — method, id, params —
+// and its result or error; Options.Outbound wraps what this side sends
+// (every Call, CallWithID and Notify), may replace a call's params (trace
+// context in _meta) and reads its id once sent. Request.OnNotify tells a
+// middleware of each notification the handler sends for its request, so a
+// timeout can reset on progress. Both are composed once (Outbound per set
+// of options, Middleware per connection) and cost nothing when absent: a
+// connection without them calls its handler, and encodes its calls,
+// exactly as before. A middleware runs where the handler runs — inline on
+// the reader for a short request — and must not block longer than the
+// handler would. Package middleware builds logging, timeouts and limits on
+// these hooks; the telemetry module builds OpenTelemetry tracing.
+//
 // # Barriers
 //
 // IsBarrier marks ordered methods (legacy MCP "initialize", ACP control

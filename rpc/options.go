@@ -152,6 +152,14 @@ type Options struct {
 	// short) for every line that is not a valid message, every response
 	// with an unknown id and every late response.
 	OnViolation func(Violation)
+	// Middleware wraps the connection's handler, the first outermost
+	// (Chain): request logging, timeouts, limits, tracing. Nil: the handler
+	// is called directly, at no cost.
+	Middleware []Middleware
+	// Outbound wraps every Call, CallWithID and Notify of the connection,
+	// the first outermost: what this side sends, logged, limited or traced.
+	// Nil: nothing is added to a call.
+	Outbound []OutboundMiddleware
 }
 
 // ViolationKind classifies a Violation.
@@ -186,6 +194,8 @@ type Violation struct {
 // reads them, so that connections made from one Prepared share them.
 type settings struct {
 	Options
+	// outbound is Options.Outbound composed once; nil without any.
+	outbound Invoker
 }
 
 // Prepared is a set of Options resolved once, for a transport that makes a
@@ -256,6 +266,7 @@ func resolve(o *Options) *settings {
 	if s.Cancel == nil {
 		s.Cancel = []CancelMethod{MCPCancel, ACPCancel}
 	}
+	s.outbound = outboundChain(s.Outbound)
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}

@@ -64,8 +64,9 @@ type Request struct {
 	prev, next *Request
 
 	mu       sync.Mutex
-	silenced bool // cancelled with a silencing CancelMethod
-	answered bool // the response has been queued
+	silenced bool         // cancelled with a silencing CancelMethod
+	answered bool         // the response has been queued
+	onNotify func(string) // OnNotify's, under mu
 }
 
 // Note is what the transport handed over with the message
@@ -130,7 +131,13 @@ func (r *Request) Notify(method string, params any) error {
 		return ErrRequestAnswered
 	}
 	h.related = r.ID
-	return r.conn.send(h, msg)
+	if err := r.conn.send(h, msg); err != nil {
+		return err
+	}
+	if r.onNotify != nil {
+		r.onNotify(method)
+	}
+	return nil
 }
 
 // requestContext is the context a handler runs with: its cancellation

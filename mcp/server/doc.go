@@ -145,6 +145,19 @@
 // changes and resource updates listen streams hear of, and the keys that
 // seal requestState. This package only knows the interfaces.
 //
+// # Middleware
+//
+// Options.Middleware wraps the dispatch of every request once its era is
+// decided and its params read: a Middleware is given a Call with the
+// method, id and raw params, the era and version served, the tool or
+// prompt (Name) or resource (URI) named, the caller's verified identity
+// (OAuth, over a protected HTTP endpoint) and its self-description
+// (ClientInfo), and after next returns whether the tool failed in its
+// result (ToolError). It can refuse (return an error without calling
+// next), time, log or trace. The chain is composed once, in New; without
+// middleware a request is dispatched as before, at no cost.
+// Notifications, which have no answer, are seen by rpc.Options.Middleware.
+//
 // # Shutdown
 //
 // A Server owns no goroutine of its own beyond its connections', its

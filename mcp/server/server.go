@@ -72,6 +72,11 @@ type Options struct {
 	// data.reason "too_many_subscriptions" (LegacyStats.
 	// SubscriptionsRefused). Default 1024.
 	MaxResourceSubscriptions int
+	// Middleware wraps the dispatch of every request, the first
+	// outermost: it sees the era, the version, the tool, prompt or
+	// resource named and the caller's identity (see Call). Nil: requests
+	// are dispatched directly, at no cost.
+	Middleware []Middleware
 }
 
 // DefaultMaxResourceSubscriptions is Options.MaxResourceSubscriptions'
@@ -121,6 +126,9 @@ type Server struct {
 	// The long-lived legacy connections (stdio, Streamable HTTP
 	// sessions) told of list changes and resource updates; see legacy.go.
 	legacy legacyTable
+
+	// chain is Options.Middleware composed once; nil without any.
+	chain CallHandler
 }
 
 // New returns a server that introduces itself as info.
@@ -138,6 +146,7 @@ func New(info mcp.Implementation, opts *Options) *Server {
 	meta, _ := json.Marshal(map[string]any{mcp.MetaServerInfo: s.info})
 	s.modernSuffix = append([]byte(`"resultType":"complete","_meta":`), meta...)
 	s.exchange = session{srv: s, stateless: true}
+	s.chain = chainMiddleware(s.opts.Middleware)
 	s.legacy.init(s)
 	s.tasks = newTaskRuntime(s, s.opts.Tasks)
 	if s.opts.Bus != nil {
@@ -466,6 +475,7 @@ type session struct {
 	legacyVersion string
 	logLevel      string          // legacy logging/setLevel; "info" until set
 	clientCaps    json.RawMessage // legacy: what initialize declared
+	clientInfo    json.RawMessage // legacy: initialize's clientInfo
 	scope         string          // where its anonymous tasks are listed (listScope)
 }
 
@@ -476,6 +486,9 @@ func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 	}
 	if n := mcp.RoutedOf(req.Note()); n != nil {
 		// Over HTTP the route has parsed the params and decided the era.
+		if ss.srv.chain != nil {
+			return ss.serveCall(ctx, req, &n.Params, n.Era, n.Version)
+		}
 		if n.Era == mcp.Modern {
 			return ss.modern(ctx, req, &n.Params)
 		}
@@ -485,7 +498,15 @@ func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 	// _meta says modern, anything else is legacy (guarantee E1).
 	var p mcp.RequestParams
 	mcp.ParseRequestParams(req.Params, &p)
-	if p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Eras != mcp.LegacyOnly {
+	modern := p.Meta != nil && p.Meta.ProtocolVersion != nil && ss.srv.opts.Eras != mcp.LegacyOnly
+	if ss.srv.chain != nil {
+		era := mcp.Legacy
+		if modern {
+			era = mcp.Modern
+		}
+		return ss.serveCall(ctx, req, &p, era, "")
+	}
+	if modern {
 		return ss.modern(ctx, req, &p)
 	}
 	return ss.legacy(ctx, req, &p, "")
@@ -887,6 +908,11 @@ func (ss *session) toolOutcome(ctx context.Context, tr *ToolRequest, res *mcp.To
 		if res.Content == nil {
 			res.Content = []mcp.Content{}
 		}
+		if res.IsError {
+			if c := callFrom(ctx); c != nil {
+				c.ToolError = true
+			}
+		}
 		// Returned by pointer, from the request: no allocation to box it.
 		tr.encoded = jsonrpc.Encoded(res.AppendJSON(make([]byte, 0, 256), suffix))
 		return &tr.encoded, nil
@@ -901,6 +927,9 @@ func (ss *session) toolOutcome(ctx context.Context, tr *ToolRequest, res *mcp.To
 	var je *jsonrpc.Error
 	if errors.As(err, &je) || ctx.Err() != nil || errors.Is(err, rpc.ErrNoResponse) {
 		return nil, err
+	}
+	if c := callFrom(ctx); c != nil {
+		c.ToolError = true
 	}
 	return mcp.ErrorResult(err.Error()).AppendJSON(nil, suffix), nil
 }
@@ -1119,6 +1148,7 @@ func (ss *session) initialize(ctx context.Context, req *rpc.Request) (any, error
 		ss.mu.Lock()
 		ss.legacyVersion = version
 		ss.clientCaps = p.Capabilities
+		ss.clientInfo = p.ClientInfo
 		ss.mu.Unlock()
 		ss.srv.legacy.watch(req.Conn())
 	}

@@ -1,0 +1,100 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/agentwire/agentwire/jsonrpc"
+)
+
+// Middleware wraps the Handler of a connection: it sees every inbound
+// request and notification (method, id, params) before the handler and
+// its result or error after. It is the layer request logging, timeouts,
+// rate limits and tracing are built on (package middleware, and the otel
+// module). A Middleware runs where the handler runs — inline on the
+// reading goroutine for a short request — so it must not block longer
+// than the handler it wraps would; the context it passes on must derive
+// from the one it was given (RequestFrom, cancellation by the peer and the
+// connection's shutdown all travel in it).
+type Middleware func(next Handler) Handler
+
+// Chain returns h wrapped in mw, the first outermost: Chain(h, a, b)
+// serves a request as a(b(h)). With no middleware it returns h itself, so
+// a connection without any pays nothing.
+func Chain(h Handler, mw ...Middleware) Handler {
+	for i := len(mw) - 1; i >= 0; i-- {
+		if mw[i] != nil {
+			h = mw[i](h)
+		}
+	}
+	return h
+}
+
+// OutboundCall is one request or notification this side sends (Conn.Call,
+// Conn.CallWithID, Conn.Notify), as an OutboundMiddleware sees it.
+type OutboundCall struct {
+	// Method is the method called.
+	Method string
+	// Params is what will be encoded as params. A middleware may replace
+	// it (to add _meta trace context, say) before calling next.
+	Params any
+	// Notification is true for Conn.Notify: next returns no result.
+	Notification bool
+	// ID is the request's id, set once it is encoded (before it is
+	// written): read it after next returns, or from an inner middleware
+	// never. Zero for a notification.
+	ID jsonrpc.ID
+
+	conn *Conn
+	onID func(jsonrpc.ID)
+}
+
+// Conn is the connection the call is made on.
+func (c *OutboundCall) Conn() *Conn { return c.conn }
+
+// Invoker sends an outbound call and waits for its answer: the result of
+// a request (nil for a notification) or its error.
+type Invoker func(ctx context.Context, call *OutboundCall) (json.RawMessage, error)
+
+// OutboundMiddleware wraps what a connection sends: every Call,
+// CallWithID and Notify passes through it, in order, the first outermost
+// (Options.Outbound). It runs on the caller's goroutine.
+type OutboundMiddleware func(next Invoker) Invoker
+
+// send is the innermost Invoker: the connection's own Call or Notify.
+func send(ctx context.Context, call *OutboundCall) (json.RawMessage, error) {
+	if call.Notification {
+		return nil, call.conn.notify(ctx, call.Method, call.Params)
+	}
+	return call.conn.callWithID(ctx, call.Method, call.Params, call, call.onID)
+}
+
+// outboundChain composes Options.Outbound once per set of options (the
+// connection travels in the OutboundCall), so that no connection pays for
+// composing it. Nil when there is none.
+func outboundChain(mw []OutboundMiddleware) Invoker {
+	var inv Invoker
+	for i := len(mw) - 1; i >= 0; i-- {
+		if mw[i] == nil {
+			continue
+		}
+		if inv == nil {
+			inv = send
+		}
+		inv = mw[i](inv)
+	}
+	return inv
+}
+
+// OnNotify registers f to be called after each notification the running
+// handler sends for this request (Request.Notify: progress, log lines) is
+// queued, with the notification's method. A middleware uses it to tell a
+// request that makes progress from one that is stuck (package
+// middleware's timeouts reset on progress). One function per request: a
+// later call replaces it; f runs on the handler's goroutine and must be
+// short.
+func (r *Request) OnNotify(f func(method string)) {
+	r.mu.Lock()
+	r.onNotify = f
+	r.mu.Unlock()
+}
