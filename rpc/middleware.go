@@ -90,11 +90,18 @@ func outboundChain(mw []OutboundMiddleware) Invoker {
 // handler sends for this request (Request.Notify: progress, log lines) is
 // queued, with the notification's method. A middleware uses it to tell a
 // request that makes progress from one that is stuck (package
-// middleware's timeouts reset on progress). One function per request: a
-// later call replaces it; f runs on the handler's goroutine and must be
-// short.
+// middleware's timeouts reset on progress). Every function registered is
+// called, in the order registered (so two middlewares can both listen);
+// nil is ignored. f runs on the handler's goroutine and must be short.
 func (r *Request) OnNotify(f func(method string)) {
+	if f == nil {
+		return
+	}
 	r.mu.Lock()
+	if prev := r.onNotify; prev != nil {
+		next := f
+		f = func(m string) { prev(m); next(m) }
+	}
 	r.onNotify = f
 	r.mu.Unlock()
 }

@@ -152,7 +152,8 @@ func TestOutboundMiddlewareErrorSendsNothing(t *testing.T) {
 }
 
 // OnNotify is told of each notification the handler sends for its
-// request, after it is queued, in order.
+// request, after it is queued, in order; two listeners both hear it (a
+// timeout and a tracer on one request).
 func TestOnNotifyHearsTheHandlersNotifications(t *testing.T) {
 	var heard []string
 	inner := rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
@@ -163,6 +164,8 @@ func TestOnNotifyHearsTheHandlersNotifications(t *testing.T) {
 	listen := func(next rpc.Handler) rpc.Handler {
 		return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
 			r.OnNotify(func(m string) { heard = append(heard, m) })
+			r.OnNotify(nil)
+			r.OnNotify(func(m string) { heard = append(heard, "again "+m) })
 			return next.Handle(ctx, r)
 		})
 	}
@@ -171,7 +174,7 @@ func TestOnNotifyHearsTheHandlersNotifications(t *testing.T) {
 			t.Fatalf("got %q, want two notifications and the result", got)
 		}
 	})
-	if got := strings.Join(heard, ","); got != "notifications/progress,notifications/message" {
+	if got := strings.Join(heard, ","); got != "notifications/progress,again notifications/progress,notifications/message,again notifications/message" {
 		t.Errorf("OnNotify heard %s", got)
 	}
 }
