@@ -391,7 +391,7 @@ func (t *sessionTable) newSession(id, owner string, ident *auth.Identity, versio
 	s.g.id = gStream
 	// The handlers' context is not a POST's: a dropped connection is
 	// not a cancellation, and the session outlives its requests.
-	ctx := context.Background()
+	ctx := withSessionID(context.Background(), id)
 	if ident != nil {
 		ctx = auth.WithIdentity(ctx, ident)
 	}

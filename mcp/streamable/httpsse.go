@@ -492,7 +492,7 @@ func (h *Handler) openSSE(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	// request's context: the connection's Close does it. The identity
 	// bound at the GET is in every handler's context, so what keys on it
 	// (tasks' owners) is stable for the session.
-	ctx := context.WithoutCancel(r.Context())
+	ctx := withSessionID(context.WithoutCancel(r.Context()), ss.id)
 	if ex.id != nil {
 		ctx = auth.WithIdentity(ctx, ex.id)
 	}
