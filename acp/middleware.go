@@ -3,6 +3,7 @@ package acp
 import (
 	"context"
 
+	"github.com/agentwire/agentwire/internal/chain"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
 )
@@ -40,17 +41,10 @@ type Middleware func(next CallHandler) CallHandler
 // chainMiddleware composes Options.Middleware once per connection (the
 // dispatch it ends in finds the connection in the Call); nil without any.
 func chainMiddleware(mw []Middleware) CallHandler {
-	var h CallHandler
-	for i := len(mw) - 1; i >= 0; i-- {
-		if mw[i] == nil {
-			continue
-		}
-		if h == nil {
-			h = dispatchCall
-		}
-		h = mw[i](h)
+	if h, ok := chain.Compose(CallHandler(dispatchCall), mw); ok {
+		return h
 	}
-	return h
+	return nil
 }
 
 func dispatchCall(ctx context.Context, call *Call) (any, error) {

@@ -154,7 +154,16 @@ type Stats struct {
 	Violations       int64 // lines that were not valid messages (stdout pollution)
 	UnknownResponses int64
 	LateResponses    int64 // responses to calls already abandoned
-	Restarts         int
+	Restarts         int   // servers started again, by the policy or by Restart
+	// Lost counts connections to a server that ended before Close: the
+	// server exited, crashed or closed its stdout.
+	Lost int
+	// RestartsFailed counts restarts that did not give a usable server:
+	// the process could not be started, or Options.Handshake failed.
+	RestartsFailed int
+	// RestartsExhausted counts losses the restart policy gave up on,
+	// its MaxRestarts used up.
+	RestartsExhausted int
 }
 
 // generation is one connection (and, for Start, one server process).
@@ -185,6 +194,9 @@ type Client struct {
 	ended    chan struct{} // Done: closed or failed for good
 	endOnce  sync.Once
 	monitors sync.WaitGroup
+
+	// What became of lost servers besides restarts (Stats), under mu.
+	lost, restartsFailed, restartsExhausted int
 }
 
 func resolve(o *Options) Options {
@@ -307,6 +319,9 @@ func (c *Client) watch(g *generation) {
 			return
 		}
 		c.log.Warn("client: connection to the server lost", "error", lost)
+		c.mu.Lock()
+		c.lost++
+		c.mu.Unlock()
 		next, err := c.restart(lost)
 		c.mu.Lock()
 		g.lost = lost
@@ -374,6 +389,9 @@ func (c *Client) restart(lost error) (*generation, error) {
 	}
 	c.mu.Lock()
 	n := c.restarts
+	if n >= c.opts.Restart.MaxRestarts {
+		c.restartsExhausted++
+	}
 	c.mu.Unlock()
 	if n >= c.opts.Restart.MaxRestarts {
 		return nil, fmt.Errorf("client: server lost and %d restarts used up: %w", n, lost)
@@ -391,13 +409,25 @@ func (c *Client) restart(lost error) (*generation, error) {
 	}
 	g, err := c.spawn()
 	if err != nil {
+		c.restartFailed()
 		c.log.Error("client: restarting the server failed", "error", err)
 		return nil, fmt.Errorf("client: restarting the server: %w", err)
 	}
 	if err := c.handshake(context.Background(), g); err != nil {
+		c.restartFailed()
 		return nil, err
 	}
 	return g, nil
+}
+
+// restartFailed counts a restart that gave no usable server (Stats);
+// one that Close cut short is not a failure.
+func (c *Client) restartFailed() {
+	c.mu.Lock()
+	if !c.closing {
+		c.restartsFailed++
+	}
+	c.mu.Unlock()
 }
 
 // lostError describes why a generation ended. For a process it waits (a
@@ -509,9 +539,11 @@ func (c *Client) Restart(ctx context.Context) error {
 	}
 	next, err := c.spawn()
 	if err != nil {
+		c.restartFailed()
 		return err
 	}
 	if err := c.handshake(ctx, next); err != nil {
+		c.restartFailed()
 		return err
 	}
 	c.mu.Lock()
@@ -693,10 +725,13 @@ func (c *Client) Stats() Stats {
 		}
 	}
 	return Stats{
-		Violations:       s.ParseErrors + s.InvalidMessages + s.TooLong,
-		UnknownResponses: s.UnknownResponses,
-		LateResponses:    s.LateResponses,
-		Restarts:         c.restarts,
+		Violations:        s.ParseErrors + s.InvalidMessages + s.TooLong,
+		UnknownResponses:  s.UnknownResponses,
+		LateResponses:     s.LateResponses,
+		Restarts:          c.restarts,
+		Lost:              c.lost,
+		RestartsFailed:    c.restartsFailed,
+		RestartsExhausted: c.restartsExhausted,
 	}
 }
 

@@ -31,7 +31,10 @@
 // starts the server again (attempts, doubling backoff), calls OnRestart so
 // that anything tied to the old process can be set up again, and retries
 // once the calls marked Retryable (read-only) that the crash failed (guarantee
-// K6). Without one, the client stays failed.
+// K6). Without one, the client stays failed. Stats counts what happened:
+// servers lost before Close (Lost), restarts that succeeded (Restarts),
+// that failed to start or to hand-shake (RestartsFailed), and losses that
+// found the policy used up (RestartsExhausted).
 //
 // # Closing
 //

@@ -31,6 +31,10 @@
 //     drain within the total timeout; otherwise the stream is closed.
 //   - After a failed or interrupted write nothing else is written: a
 //     half-written message is never followed by another.
+//   - QueuedBytes reports the bytes waiting now, and Blocked the time
+//     callers have spent waiting for room (the backpressure felt, summed
+//     over callers); the clock is read only by a caller that finds the
+//     queue full.
 //
 // Close uses the standalone bounds: 5 s without progress, 10 s in all. The
 // stream is closed with CloseWrite when it has one (a socket keeps its read

@@ -82,13 +82,55 @@ type Output struct {
 	written    atomic.Int64
 	halted     atomic.Bool // set with err: a writer stops between chunks
 	onError    func(error)
+	// Blocked's bookkeeping, under mu: the time callers have waited for
+	// room, and those waiting now (how many, and the sum of their start
+	// times since epoch). The clock is read only by a caller that finds
+	// the queue full.
+	epoch   time.Time
+	blocked time.Duration
+	waiters int
+	waitSum time.Duration
+}
+
+// roomWait is one caller's wait for room: on once it found the queue full.
+type roomWait struct {
+	start time.Duration // since Output.epoch
+	on    bool
+}
+
+// startWaitLocked notes that a caller found the queue full, once per wait.
+func (o *Output) startWaitLocked(w *roomWait) {
+	if w.on {
+		return
+	}
+	w.on, w.start = true, time.Since(o.epoch)
+	o.waiters++
+	o.waitSum += w.start
+}
+
+// endWaitLocked adds a finished wait to Blocked; a caller that never
+// waited adds nothing.
+func (o *Output) endWaitLocked(w *roomWait) {
+	if w.on { // inlined: the common case, no wait, costs one test
+		o.finishWaitLocked(w)
+	}
+}
+
+// finishWaitLocked is kept out of line, so that endWaitLocked inlines.
+//
+//go:noinline
+func (o *Output) finishWaitLocked(w *roomWait) {
+	w.on = false
+	o.waiters--
+	o.waitSum -= w.start
+	o.blocked += time.Since(o.epoch) - w.start
 }
 
 // NewOutput returns an Output writing to w. If w also has a CloseWrite or
 // Close method, Close calls it after draining and Abort uses it to unblock a
 // stuck write.
 func NewOutput(w io.Writer, opts *OutputOptions) *Output {
-	o := &Output{w: w, limit: DefaultQueueLimit, chunk: DefaultWriteChunk}
+	o := &Output{w: w, limit: DefaultQueueLimit, chunk: DefaultWriteChunk, epoch: time.Now()}
 	if opts != nil {
 		if opts.QueueLimit > 0 {
 			o.limit = opts.QueueLimit
@@ -123,19 +165,23 @@ func (o *Output) Enqueue(parts ...[]byte) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	var wt roomWait
 	for {
 		if o.closed || o.err != nil {
+			o.endWaitLocked(&wt)
 			return o.closedErrLocked()
 		}
 		if len(o.pending) == 0 || len(o.pending)+n <= o.limit {
 			break
 		}
+		o.startWaitLocked(&wt)
 		if !o.writing {
 			o.writeLocked()
 			continue
 		}
 		o.cond.Wait()
 	}
+	o.endWaitLocked(&wt)
 	o.appendLocked(parts)
 	return nil
 }
@@ -151,10 +197,12 @@ func (o *Output) EnqueueContext(ctx context.Context, parts ...[]byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var stop func() bool
-	defer func() {
+	var wt roomWait
+	defer func() { // before the deferred Unlock
 		if stop != nil {
 			stop()
 		}
+		o.endWaitLocked(&wt)
 	}()
 	for {
 		if o.closed || o.err != nil {
@@ -163,6 +211,7 @@ func (o *Output) EnqueueContext(ctx context.Context, parts ...[]byte) error {
 		if len(o.pending) == 0 || len(o.pending)+n <= o.limit {
 			break
 		}
+		o.startWaitLocked(&wt)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -271,7 +320,10 @@ func (o *Output) Full() bool { return o.queued.Load() >= int64(o.limit) }
 func (o *Output) WaitRoom() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	var wt roomWait
+	defer o.endWaitLocked(&wt) // before the deferred Unlock
 	for len(o.pending) >= o.limit {
+		o.startWaitLocked(&wt)
 		if o.err != nil || o.closed {
 			return o.closedErrLocked()
 		}
@@ -289,6 +341,26 @@ func (o *Output) WaitRoom() error {
 
 // Written returns the number of bytes written to the stream so far.
 func (o *Output) Written() int64 { return o.written.Load() }
+
+// QueuedBytes returns the bytes waiting in the queue now, behind the block
+// being written (at most QueueLimit, or one larger message).
+func (o *Output) QueuedBytes() int64 { return o.queued.Load() }
+
+// Blocked returns the time callers have spent waiting for room in a full
+// queue (Enqueue, EnqueueContext, Send and WaitRoom, including the writes a
+// waiting caller makes itself), summed over callers, those still waiting
+// included: two producers blocked for a second add two. It grows only
+// while the peer reads slower than we write (backpressure); a caller that
+// finds room costs no clock read.
+func (o *Output) Blocked() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d := o.blocked
+	if o.waiters > 0 {
+		d += time.Duration(o.waiters)*time.Since(o.epoch) - o.waitSum
+	}
+	return d
+}
 
 // Err returns why output ended, or nil while it is running or after a clean
 // Close.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentwire/agentwire/jsonrpc"
 )
@@ -277,6 +278,17 @@ type Stats struct {
 	Streams          int64 // handlers detached as long-lived streams (Request.Detach)
 	StreamsRefused   int64 // Detach calls refused with ErrTooManyStreams
 	Promotions       int64 // inline handlers handed off to their own goroutine
+
+	// OutputQueued is the bytes waiting in the output queue now, behind
+	// the block being written (at most OutputQueueBytes, or one larger
+	// message). Zero over a MessageWriter, which has no queue.
+	OutputQueued int64
+	// BlockedOnOutput is the time writers (handlers answering, Call,
+	// Notify) and the reader spent waiting for room in a full output
+	// queue, summed over them: the backpressure of a peer that reads
+	// slower than we write (guarantee C3). Zero over a MessageWriter,
+	// whose own blocking is its backpressure.
+	BlockedOnOutput time.Duration
 }
 
 type stats struct {

@@ -329,6 +329,7 @@ func (c *Conn) Close() error {
 func (c *Conn) Stats() Stats {
 	s := c.counts.Load().snapshot()
 	s.Streams = c.streamsOpened.Load()
+	c.out.addStats(&s)
 	return s
 }
 

@@ -124,7 +124,9 @@
 // Writers wait for room before copying; while the queue is full the
 // connection stops reading, and error replies to bad input wait like any
 // other write, so a peer that never reads cannot build an unbounded backlog
-// (guarantee C3). A handler's notifications (Request.Notify) are queued in the
+// (guarantee C3). Stats.OutputQueued is what waits in the queue now and
+// Stats.BlockedOnOutput the time writers and the reader have waited for
+// room, summed over them: the backpressure a slow peer puts on us. A handler's notifications (Request.Notify) are queued in the
 // order it sends them and before its response (guarantee W8).
 //
 // # Cancellation

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/agentwire/agentwire/internal/chain"
 	"github.com/agentwire/agentwire/jsonrpc"
 )
 
@@ -22,11 +23,7 @@ type Middleware func(next Handler) Handler
 // serves a request as a(b(h)). With no middleware it returns h itself, so
 // a connection without any pays nothing.
 func Chain(h Handler, mw ...Middleware) Handler {
-	for i := len(mw) - 1; i >= 0; i-- {
-		if mw[i] != nil {
-			h = mw[i](h)
-		}
-	}
+	h, _ = chain.Compose(h, mw)
 	return h
 }
 
@@ -73,17 +70,10 @@ func send(ctx context.Context, call *OutboundCall) (json.RawMessage, error) {
 // connection travels in the OutboundCall), so that no connection pays for
 // composing it. Nil when there is none.
 func outboundChain(mw []OutboundMiddleware) Invoker {
-	var inv Invoker
-	for i := len(mw) - 1; i >= 0; i-- {
-		if mw[i] == nil {
-			continue
-		}
-		if inv == nil {
-			inv = send
-		}
-		inv = mw[i](inv)
+	if inv, ok := chain.Compose(Invoker(send), mw); ok {
+		return inv
 	}
-	return inv
+	return nil
 }
 
 // OnNotify registers f to be called after each notification the running

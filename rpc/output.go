@@ -79,6 +79,15 @@ func (o *output) flushAsync() {
 func (o *output) queued() bool { return o.lines != nil && o.lines.Queued() }
 func (o *output) full() bool   { return o.lines != nil && o.lines.Full() }
 
+// addStats fills in what the output queue knows (Stats.OutputQueued,
+// Stats.BlockedOnOutput); a MessageWriter has no queue.
+func (o *output) addStats(s *Stats) {
+	if o.lines != nil {
+		s.OutputQueued = o.lines.QueuedBytes()
+		s.BlockedOnOutput = o.lines.Blocked()
+	}
+}
+
 func (o *output) waitRoom() error {
 	if o.lines != nil {
 		return o.lines.WaitRoom()

@@ -146,6 +146,7 @@ type Session struct {
 	capabilities json.RawMessage
 	instructions string
 	probe        ProbeOutcome
+	probeTime    time.Duration // spent in server/discover probes
 	connectTime  time.Duration
 
 	connected atomic.Bool // set once connect succeeded: era and version are fixed
@@ -219,15 +220,18 @@ type ConnectError struct {
 	Err      error
 	Probe    ProbeOutcome
 	Duration time.Duration
-	Shutdown process.ShutdownResult // how the started server was stopped
-	Client   *client.Client
+	// ProbeDuration is the part of Duration spent waiting for the
+	// server/discover probe (zero when none was sent).
+	ProbeDuration time.Duration
+	Shutdown      process.ShutdownResult // how the started server was stopped
+	Client        *client.Client
 }
 
 func (e *ConnectError) Error() string { return e.Err.Error() }
 func (e *ConnectError) Unwrap() error { return e.Err }
 
 func (s *Session) connectFailed(err error) error {
-	return &ConnectError{Err: err, Probe: s.probe, Duration: s.connectTime, Shutdown: s.t.Close(), Client: s.c}
+	return &ConnectError{Err: err, Probe: s.probe, Duration: s.connectTime, ProbeDuration: s.probeTime, Shutdown: s.t.Close(), Client: s.c}
 }
 
 // StartServer launches a stdio MCP server and negotiates with it. A failed
@@ -404,6 +408,11 @@ func (s *Session) Probe() ProbeOutcome { return s.probe }
 
 // ConnectDuration is how long the negotiation took.
 func (s *Session) ConnectDuration() time.Duration { return s.connectTime }
+
+// ProbeDuration is the part of ConnectDuration spent waiting for the
+// server/discover probe, every attempt included (a retry at another
+// version, say); zero when none was sent (ProbeCached, ProbeNone).
+func (s *Session) ProbeDuration() time.Duration { return s.probeTime }
 
 // Instructions are what the server said about how to use it.
 func (s *Session) Instructions() string { return s.instructions }
@@ -618,7 +627,9 @@ func (s *Session) discover(ctx context.Context, version string) (ProbeOutcome, j
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := time.Now()
 	res, err := s.t.Call(pctx, mcp.MethodDiscover, map[string]any{"_meta": s.meta(version)}, nil)
+	s.probeTime += time.Since(start)
 	ev := EvidenceAnswer
 	if err != nil {
 		ev = s.t.Evidence(err)

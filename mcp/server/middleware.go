@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/agentwire/agentwire/internal/chain"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
 	"github.com/agentwire/agentwire/mcp/auth"
@@ -89,17 +90,10 @@ func callFrom(ctx context.Context) *Call {
 // it ends in is the same for every connection (the Call carries its
 // session), so no request pays for composing it.
 func chainMiddleware(mw []Middleware) CallHandler {
-	var h CallHandler
-	for i := len(mw) - 1; i >= 0; i-- {
-		if mw[i] == nil {
-			continue
-		}
-		if h == nil {
-			h = dispatchCall
-		}
-		h = mw[i](h)
+	if h, ok := chain.Compose(CallHandler(dispatchCall), mw); ok {
+		return h
 	}
-	return h
+	return nil
 }
 
 // dispatchCall is the innermost CallHandler: the server's own dispatch.
