@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/client"
+	"github.com/agentwire/agentwire/internal/chain"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/process"
+	"github.com/agentwire/agentwire/rpc"
 )
 
 // ClientOptions configures a session over Streamable HTTP. The zero
@@ -161,7 +163,15 @@ func Connect(ctx context.Context, url string, opts *host.Options, hopts *ClientO
 	if o.CacheKey == "" {
 		o.CacheKey = url
 	}
-	return host.NewSession(ctx, &o, func(p host.Peer) host.Transport { return newHTTPTransport(url, p, hopts) })
+	return host.NewSession(ctx, &o, func(p host.Peer) host.Transport {
+		t := newHTTPTransport(url, p, hopts)
+		if o.Transport != nil {
+			// Over HTTP no rpc.Conn sends the messages: the outbound
+			// middleware (tracing, logging, limits) is applied here.
+			t.outbound = t.outboundChain(o.Transport.Outbound)
+		}
+		return t
+	})
 }
 
 // newHTTPTransport is the transport of a session with the server at url.
@@ -219,8 +229,10 @@ func newHTTPTransport(url string, p host.Peer, hopts *ClientOptions) *httpTransp
 // (sse) it POSTs to the endpoint the server named instead, and reads every
 // answer from the server's one event stream (link; httpclient_sse.go).
 type httpTransport struct {
-	url          string
-	opts         ClientOptions
+	url      string
+	opts     ClientOptions
+	outbound rpc.Invoker // host.Options.Transport.Outbound composed once; nil without any
+
 	onNotify     func(method string, params json.RawMessage)
 	onRequest    func(ctx context.Context, method string, params json.RawMessage) (any, error)
 	reinitialize func(ctx context.Context) error // a new legacy session, after a 404 or a lost HTTP+SSE stream
@@ -706,6 +718,51 @@ func (t *httpTransport) encode(id jsonrpc.ID, method string, params any) (msg, r
 }
 
 func (t *httpTransport) Notify(ctx context.Context, method string, params any) error {
+	if t.outbound != nil {
+		_, err := t.outbound(ctx, &rpc.OutboundCall{Method: method, Params: params, Notification: true})
+		return err
+	}
+	return t.notify(ctx, method, params)
+}
+
+// callExtras are what Call was given besides the method and params, for
+// the innermost invoker of the outbound chain: the chain is composed once
+// per transport (so a middleware may keep state across calls), and these
+// travel to its end in the call's context.
+type callExtras struct {
+	onID func(jsonrpc.ID)
+	opts []client.CallOption
+}
+
+type callExtrasKey struct{}
+
+// outboundChain composes the outbound middleware around the transport's
+// own call and notify; nil without any.
+func (t *httpTransport) outboundChain(mw []rpc.OutboundMiddleware) rpc.Invoker {
+	if inv, ok := chain.Compose(rpc.Invoker(t.send), mw); ok {
+		return inv
+	}
+	return nil
+}
+
+// send is the innermost invoker: the call or notification itself.
+func (t *httpTransport) send(ctx context.Context, c *rpc.OutboundCall) (json.RawMessage, error) {
+	if c.Notification {
+		return nil, t.notify(ctx, c.Method, c.Params)
+	}
+	x, _ := ctx.Value(callExtrasKey{}).(*callExtras)
+	if x == nil {
+		x = &callExtras{}
+	}
+	return t.call(ctx, c.Method, c.Params, func(id jsonrpc.ID) {
+		c.ID = id
+		if x.onID != nil {
+			x.onID(id)
+		}
+	}, x.opts...)
+}
+
+func (t *httpTransport) notify(ctx context.Context, method string, params any) error {
 	msg, raw, err := t.encode("", method, params)
 	if err != nil {
 		return err
@@ -740,6 +797,16 @@ func (t *httpTransport) Notify(ctx context.Context, method string, params any) e
 }
 
 func (t *httpTransport) Call(ctx context.Context, method string, params any, onID func(jsonrpc.ID), opts ...client.CallOption) (json.RawMessage, error) {
+	if t.outbound != nil {
+		if onID != nil || len(opts) > 0 {
+			ctx = context.WithValue(ctx, callExtrasKey{}, &callExtras{onID: onID, opts: opts})
+		}
+		return t.outbound(ctx, &rpc.OutboundCall{Method: method, Params: params})
+	}
+	return t.call(ctx, method, params, onID, opts...)
+}
+
+func (t *httpTransport) call(ctx context.Context, method string, params any, onID func(jsonrpc.ID), opts ...client.CallOption) (json.RawMessage, error) {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
