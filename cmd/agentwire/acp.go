@@ -22,6 +22,7 @@ import (
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/socket"
+	"github.com/agentwire/agentwire/telemetry"
 )
 
 // Exit statuses of `agentwire acp` beyond the common ones: the stop reason
@@ -85,7 +86,8 @@ func (r *repeated) Set(s string) error { *r = append(*r, s); return nil }
 // the turns and the terminal share.
 type acpRun struct {
 	stdout, stderr io.Writer
-	name           string // "agentwire acp", the prefix of our messages
+	ctx            context.Context // a.sig.ctx, with the environment's trace context
+	name           string          // "agentwire acp", the prefix of our messages
 	conn           *acpclient.Conn
 	sess           *acpclient.Session
 	render         *acpRenderer
@@ -137,6 +139,7 @@ func runACP(args []string, stdout, stderr io.Writer) int {
 	thoughts := fs.Bool("thoughts", false, "show the agent's thoughts on stderr")
 	logLevel := fs.String("log-level", "error", "debug, info, warn or error")
 	connect := fs.String("connect", "", "talk to an agent listening on unix:PATH or tcp:HOST:PORT instead of starting one")
+	of := addOTelFlags(fs, false)
 	if code, done := parseFlags(fs, args, acpSynopsis, stdout, stderr); done {
 		return code
 	}
@@ -226,6 +229,14 @@ func runACP(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return bad("bad --log-level %q", *logLevel)
 	}
+	if err := of.check(); err != nil {
+		return bad("%v", err)
+	}
+	obs, obsCode, err := startTelemetry(of, "acp", "acp", stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "agentwire acp:", err)
+		return obsCode
+	}
 
 	a := &acpRun{stdout: stdout, stderr: stderr, name: "agentwire acp", timeout: *timeout, cancelGrace: *cancelGrace,
 		interactive: interactive, tty: tty, argv: argv}
@@ -235,6 +246,16 @@ func runACP(args []string, stdout, stderr io.Writer) int {
 	a.render = newACPRenderer(stdout, stderr, *asJSON, *quiet, *thoughts)
 	a.sig = watchACPSignals(stderr, interactive)
 	defer a.sig.stop()
+	// Spans are flushed on every way out, within their bound, after the
+	// agent's shutdown and with the signals still watched.
+	defer obs.close()
+	// The first request's CLIENT span is a root, or a child of
+	// $TRACEPARENT's; so is every later one (each its own trace).
+	a.ctx = obs.traceRoot(a.sig.ctx)
+	peerTransport, peer := telemetry.Pipe, ""
+	if *connect != "" {
+		peerTransport, peer = socketTransport(*connect)
+	}
 
 	opts := &acpclient.Options{
 		Info:         acp.Implementation{Name: "agentwire-acp", Version: "1"},
@@ -243,7 +264,12 @@ func runACP(args []string, stdout, stderr io.Writer) int {
 		TerminalAuth: interactive && tty,
 		CancelGrace:  *cancelGrace,
 		InitTimeout:  *connectTimeout,
-		Transport:    &client.Options{Logger: logger, Process: &process.Options{Grace: *grace, Logger: logger}},
+		Transport: &client.Options{Logger: logger, Process: &process.Options{Grace: *grace, Logger: logger},
+			// What the client sends, CLIENT spans; what the agent asks
+			// (files, terminals, permissions), SERVER spans.
+			Outbound:   obs.clientSide(telemetry.ACP, peerTransport, false, peer),
+			Middleware: obs.serverSide(telemetry.ACP, peerTransport, false),
+		},
 	}
 	if *showStderr {
 		opts.Transport.Process.Stderr = stderr
@@ -269,7 +295,7 @@ func runACP(args []string, stdout, stderr io.Writer) int {
 
 	rep := acpReport{Updates: map[string]int64{}, AuthMethods: []string{}}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(a.sig.ctx, *connectTimeout)
+	ctx, cancel := context.WithTimeout(a.ctx, *connectTimeout)
 	var sock net.Conn
 	if *connect != "" {
 		sock, err = socket.Dial(ctx, *connect)
@@ -277,7 +303,7 @@ func runACP(args []string, stdout, stderr io.Writer) int {
 			a.conn, err = acpclient.New(ctx, sock, sock, opts)
 		}
 	} else {
-		a.conn, err = acpclient.Start(ctx, process.Command{Path: argv[0], Args: argv[1:]}, opts)
+		a.conn, err = acpclient.Start(ctx, process.Command{Path: argv[0], Args: argv[1:], Env: obs.childEnv()}, opts)
 	}
 	cancel()
 	rep.InitializeMS = time.Since(start).Milliseconds()
@@ -325,6 +351,7 @@ func runACP(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: interrupted by %s\n", a.name, signalName(a.sig.signal()))
 	}
 	a.close()
+	obs.recordShutdown(a.shut)
 	if *report {
 		a.fillReport(&rep)
 		a.writeReport(rep)
@@ -386,7 +413,7 @@ func (a *acpRun) banner() {
 // setup authenticates if asked, opens the session and applies --mode and
 // --config. It returns -1 to go on, or the exit status.
 func (a *acpRun) setup(cwd string, dirs []string, auth, load, resume, mode string, config [][2]string) int {
-	ctx := a.sig.ctx
+	ctx := a.ctx
 	if auth != "" {
 		if code := a.authenticate(ctx, auth); code >= 0 {
 			return code
@@ -616,7 +643,7 @@ func (a *acpRun) chooseAuth(ctx context.Context, ae *acpclient.AuthRequiredError
 // turn runs one prompt under --timeout (paused while a permission is
 // asked) and the signals.
 func (a *acpRun) turn(text string) (acp.StopReason, error, bool) {
-	parent := a.sig.ctx
+	parent := a.ctx
 	var clock *pausableDeadline
 	if a.timeout > 0 {
 		clock = newPausableDeadline(parent, a.timeout)
@@ -765,7 +792,7 @@ func (a *acpRun) command(text string) (quit, handled bool) {
 	if len(f) == 0 || !strings.HasPrefix(f[0], "/") {
 		return false, false
 	}
-	ctx := a.sig.ctx
+	ctx := a.ctx
 	out := func(format string, args ...any) { fmt.Fprintf(a.stderr, format+"\n", args...) }
 	switch f[0] {
 	case "/quit", "/exit":

@@ -20,6 +20,7 @@ import (
 	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/process"
 	"github.com/agentwire/agentwire/socket"
+	"github.com/agentwire/agentwire/telemetry"
 )
 
 // callReport is what --report writes to stderr.
@@ -63,6 +64,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	url := fs.String("url", "", "talk to a Streamable HTTP server at this URL instead of starting one")
 	token := fs.String("token", "", "the bearer token to send with --url")
 	oauth := addClientOAuthFlags(fs)
+	of := addOTelFlags(fs, false)
 	if code, done := parseFlags(fs, args, callSynopsis, stdout, stderr); done {
 		return code
 	}
@@ -166,11 +168,24 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return bad("bad --log-level %q", *logLevel)
 	}
+	if err := of.check(); err != nil {
+		return bad("%v", err)
+	}
+	obs, obsCode, err := startTelemetry(of, "call", "call", stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "agentwire call:", err)
+		return obsCode
+	}
 
 	// From here on a signal stops the call cleanly: the first runs the
 	// ladder and writes the report, a second kills the server's group.
 	intr := watchInterrupts()
 	defer intr.stop()
+	// Spans are flushed on every way out, within their bound, after the
+	// server's shutdown and with the signals still watched.
+	defer obs.close()
+	// The call's CLIENT span is a root, or a child of $TRACEPARENT's.
+	callCtx := obs.traceRoot(intr.ctx)
 	interrupted := func() int {
 		fmt.Fprintf(stderr, "agentwire call: interrupted by %s\n", signalName(intr.signal()))
 		return intr.code()
@@ -178,9 +193,24 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 
 	var cmd process.Command
 	if len(argv) > 0 {
-		cmd = process.Command{Path: argv[0], Args: argv[1:]}
+		cmd = process.Command{Path: argv[0], Args: argv[1:], Env: obs.childEnv()}
 	}
 	transport := &client.Options{Logger: logger, Process: &process.Options{Grace: *grace, Logger: logger}}
+	proto := telemetry.MCP
+	if *era == "none" {
+		proto = telemetry.JSONRPC
+	}
+	switch {
+	case *connect != "":
+		t, peer := socketTransport(*connect)
+		transport.Outbound = obs.clientSide(proto, t, false, peer)
+		transport.Middleware = obs.serverSide(proto, t, false)
+	case *url != "":
+		transport.Outbound = obs.clientSide(proto, telemetry.TCP, true, urlPeer(*url))
+	default:
+		transport.Outbound = obs.clientSide(proto, telemetry.Pipe, false, "")
+		transport.Middleware = obs.serverSide(proto, telemetry.Pipe, false)
+	}
 	rep := callReport{Era: "none", Probe: string(host.ProbeNone)}
 	var ctx context.Context // the call's, made once connected
 
@@ -214,6 +244,9 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		call = func() (json.RawMessage, error) { return c.Call(ctx, *method, p) }
 		closeSession = c.Close
+		if m := obs.m(); m != nil {
+			obs.observe(m.ObserveClient(c))
+		}
 	} else {
 		start := host.StartServer
 		if sock != nil {
@@ -242,7 +275,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 				return streamable.Connect(ctx, *url, o, co)
 			}
 		}
-		sess, err := start(intr.ctx, cmd, &host.Options{
+		sess, err := start(callCtx, cmd, &host.Options{
 			ConnectTimeout: *connectTimeout,
 			Eras:           eras, ProbeTimeout: *probeTimeout, ProcessStartupAllowance: noneIfZero(*allowance),
 			Transport: transport, Info: mcp.Implementation{Name: "agentwire-call", Version: "1"},
@@ -250,6 +283,9 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		})
 		var ce *host.ConnectError
 		if errors.As(err, &ce) {
+			if m := obs.m(); m != nil {
+				m.RecordConnectError(context.Background(), err)
+			}
 			code := exitTransport
 			if _, ok := interruptedBy(intr.ctx); ok {
 				code = interrupted()
@@ -271,6 +307,9 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		c = sess.Client()
 		closeSession = sess.Close
+		if m := obs.m(); m != nil {
+			obs.observe(m.ObserveSession(sess))
+		}
 		rep.Era, rep.ProtocolVersion, rep.Probe = sess.Era().String(), sess.ProtocolVersion(), string(sess.Probe())
 		rep.ConnectMS = sess.ConnectDuration().Milliseconds()
 		call = func() (json.RawMessage, error) { return sess.Request(ctx, *method, p) }
@@ -286,7 +325,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	// The time the user takes to answer the server does not count.
-	clock := newPausableDeadline(intr.ctx, *timeout)
+	clock := newPausableDeadline(callCtx, *timeout)
 	ctx, stopCall := context.WithCancel(clock.ctx)
 	in.mu.Lock()
 	in.stop, in.clock = stopCall, clock
@@ -319,6 +358,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	}
 
 	shut := closeSession()
+	obs.recordShutdown(shut)
 	if intr.secondCame() && shut.Outcome != "" && shut.ExitCode == -1 {
 		// The second signal killed it, whatever step the ladder was at.
 		shut.Outcome = process.Killed

@@ -20,6 +20,8 @@ import (
 	"github.com/agentwire/agentwire/mcp/host"
 	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/process"
+	"github.com/agentwire/agentwire/rpc"
+	"github.com/agentwire/agentwire/telemetry"
 )
 
 // listFlag is a repeatable string flag.
@@ -244,6 +246,7 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	hf := addHTTPFlags(fs)
 	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the server's shutdown ladder")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	of := addOTelFlags(fs, true)
 	if code, done := parseFlags(fs, args, bridgeSynopsis, stdout, stderr); done {
 		return code
 	}
@@ -264,6 +267,9 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	if *upstream != "" && !strings.HasPrefix(*upstream, "http://") && !strings.HasPrefix(*upstream, "https://") {
 		return bad("--url must be an http:// or https:// URL")
 	}
+	if err := of.check(); err != nil {
+		return bad("%v", err)
+	}
 	logger, ok := newLogger(*logLevel, stderr)
 	if !ok {
 		return bad("bad --log-level %q", *logLevel)
@@ -276,10 +282,25 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return bad("%v", err)
 	}
+	obs, code, err := startTelemetry(of, "bridge", "bridge", stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "agentwire bridge:", err)
+		return code
+	}
+	if obs.active() {
+		// Every HTTP request gets a SERVER span, whichever path serves it
+		// (the stateless exchange, a legacy session, HTTP+SSE: all are
+		// built on Conn).
+		opts.Conn = &rpc.Options{}
+		obs.withRPC(opts.Conn, telemetry.MCP, telemetry.TCP, true)
+	}
 	// The first signal stops serving and runs the ladder on the server; a
 	// second one cuts the HTTP shutdown short and kills the server's group.
 	intr := watchInterrupts()
 	defer intr.stop()
+	// Spans are flushed on every way out, within their bound, after the
+	// server's shutdown and with the signals still watched.
+	defer obs.close()
 	info := mcp.Implementation{Name: "agentwire-bridge", Version: "1"}
 	var sess *host.Session
 	what := ""
@@ -289,14 +310,22 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 			token = os.Getenv(UpstreamTokenEnv)
 		}
 		what = *upstream
-		sess, err = streamable.Connect(intr.ctx, *upstream, &host.Options{Info: info}, &streamable.ClientOptions{Token: token})
+		sess, err = streamable.Connect(intr.ctx, *upstream, &host.Options{Info: info, Transport: &client.Options{
+			Outbound:   obs.clientSide(telemetry.MCP, telemetry.TCP, true, urlPeer(*upstream)),
+			Middleware: obs.serverSide(telemetry.MCP, telemetry.TCP, true),
+		}}, &streamable.ClientOptions{Token: token})
 	} else {
 		what = argv[0]
-		sess, err = host.StartServer(intr.ctx, process.Command{Path: argv[0], Args: argv[1:]}, &host.Options{
+		sess, err = host.StartServer(intr.ctx, process.Command{Path: argv[0], Args: argv[1:], Env: obs.childEnv()}, &host.Options{
 			Info: info,
 			Transport: &client.Options{
-				Logger:  logger,
-				Process: &process.Options{Grace: *grace, Stderr: stderr, Logger: logger},
+				// What the bridge sends the server is a CLIENT span, child
+				// of the HTTP request's SERVER span; what the server asks
+				// of the bridge, a SERVER span.
+				Outbound:   obs.clientSide(telemetry.MCP, telemetry.Pipe, false, ""),
+				Middleware: obs.serverSide(telemetry.MCP, telemetry.Pipe, false),
+				Logger:     logger,
+				Process:    &process.Options{Grace: *grace, Stderr: stderr, Logger: logger},
 				// A shared server is kept up for as long as the bridge runs.
 				Restart: &client.RestartPolicy{MaxRestarts: math.MaxInt32},
 			},
@@ -307,6 +336,9 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 		return intr.code()
 	}
 	if err != nil {
+		if m := obs.m(); m != nil {
+			m.RecordConnectError(context.Background(), err)
+		}
 		if *upstream != "" {
 			fmt.Fprintln(stderr, "agentwire bridge:", err)
 		} else {
@@ -328,7 +360,7 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 		}
 	})()
 	defer func() {
-		sess.Close()
+		obs.recordShutdown(sess.Close())
 		// A server restarted while a second signal killed its predecessor
 		// has had the ladder too; nothing of its group is left.
 		if p := proc(); p != nil {
@@ -336,6 +368,12 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	logger.Info("bridging", "server", what, "era", sess.Era(), "version", sess.ProtocolVersion())
-	h := streamable.NewHandler(bridge.New(sess), opts)
+	b := bridge.New(sess)
+	h := streamable.NewHandler(b, opts)
+	if m := obs.m(); m != nil {
+		obs.observe(m.ObserveSession(sess))
+		obs.observe(m.ObserveBridge(b))
+		obs.observe(m.ObserveHTTP(h))
+	}
 	return serveHTTP("bridge", listenAddr, h, opts, stderr, logger, intr)
 }

@@ -264,6 +264,24 @@ Flags of check --acp (with --grace, --request-timeout and --timeout):
                            "slow 20" for agentwire serve acp)
   --auth METHOD            authenticate before session/new
 
+Tracing and metrics (serve, bridge, call, tap, acp; see docs/cli.md):
+  --otlp URL               export spans (and metrics) over OTLP/HTTP to the collector at
+                           URL: a base (http://HOST:4318, to which /v1/traces and
+                           /v1/metrics are added) or a URL ending in /v1/traces. Default
+                           $OTEL_EXPORTER_OTLP_ENDPOINT, $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+                           without either, nothing is traced and nothing is wrapped. The
+                           other OTEL_* variables are honoured; OTEL_SDK_DISABLED=true turns
+                           it all off. Services are named "agentwire CMD" (serve, bridge,
+                           call, tap, acp) unless $OTEL_SERVICE_NAME says otherwise. The
+                           server, agent or command started is told URL in
+                           $OTEL_EXPORTER_OTLP_ENDPOINT when its environment names no
+                           endpoint. call and acp join the trace of $TRACEPARENT when set.
+                           Spans are flushed (within 2s) however the command ends
+  --metrics [HOST:]PORT    (serve, bridge) serve the Prometheus exposition at
+                           http://HOST:PORT/metrics on a listener of its own (HOST
+                           defaults to 127.0.0.1). It has no authentication: it shows
+                           counters and durations by method and tool, no secrets
+
 Signals (call, check, tap, bridge): the first SIGINT, SIGTERM or SIGHUP stops the
 command cleanly: the server gets the shutdown ladder (call writes its --report,
 check its table); a second one kills the server's process group at once.

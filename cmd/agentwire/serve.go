@@ -20,6 +20,7 @@ import (
 	"github.com/agentwire/agentwire/rpc"
 	"github.com/agentwire/agentwire/socket"
 	"github.com/agentwire/agentwire/stdio"
+	"github.com/agentwire/agentwire/telemetry"
 )
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -42,6 +43,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	shutdown := fs.Duration("shutdown-timeout", rpc.DefaultShutdownTimeout, "bound on cancelled handlers and the final drain")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	listen := fs.String("listen", "", "serve clients on unix:PATH or tcp:HOST:PORT instead of stdio")
+	of := addOTelFlags(fs, true)
 	var maxBackground *int
 	if name == "acp" {
 		maxBackground = fs.Int("max-background", acp.DefaultMaxBackground, "prompts and MCP bridge requests running at once per connection")
@@ -80,6 +82,23 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agentwire serve %s: limits and timeouts must be positive\n", name)
 		return 2
 	}
+	if err := of.check(); err != nil {
+		return usageError(stderr, "serve "+name, synopsis, "%v", err)
+	}
+	// Spans and metrics, when asked for, are started just before serving
+	// (once every flag has been checked) and flushed on every way out.
+	var obs *observability
+	defer func() { obs.close() }()
+	startObs := func() (int, bool) {
+		var code int
+		var err error
+		if obs, code, err = startTelemetry(of, "serve", "serve "+name, stderr); err != nil {
+			fmt.Fprintf(stderr, "agentwire serve %s: %v\n", name, err)
+			return code, false
+		}
+		return 0, true
+	}
+	proto := map[string]telemetry.Protocol{"echo": telemetry.JSONRPC, "mcp": telemetry.MCP, "acp": telemetry.ACP}[name]
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	base := &rpc.Options{
 		MaxConcurrentRequests: *maxConcurrent,
@@ -139,8 +158,17 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		withTaskTTL(&so, *taskTTL)
+		if code, ok := startObs(); !ok {
+			closeRedis()
+			return code
+		}
+		obs.withRPC(base, proto, telemetry.TCP, true)
 		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet, OmitCrash: !*demoTools})
 		h := streamable.NewHandler(srv, o)
+		if m := obs.m(); m != nil {
+			obs.observe(m.ObserveHTTP(h))
+			obs.observe(m.ObserveServer(srv))
+		}
 		intr := watchInterrupts()
 		defer intr.stop()
 		code := serveHTTP("serve mcp", addr, h, o, stderr, logger, intr)
@@ -150,6 +178,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		srv.Shutdown(ctx)
 		cancel()
 		closeRedis()
+		obs.close() // with the signals still watched
 		return code
 	}
 	if hf != nil {
@@ -162,17 +191,36 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if *listen != "" {
-		return serveListen(name, *listen, stderr, logger, base, maxBackground, eras, legacySilent, fixtureSet, taskTTL)
+	if code, ok := startObs(); !ok {
+		return code
 	}
+	if *listen != "" {
+		t, _ := socketTransport(*listen)
+		obs.withRPC(base, proto, t, false)
+		return serveListen(name, *listen, stderr, logger, base, maxBackground, eras, legacySilent, fixtureSet, taskTTL, obs)
+	}
+	obs.withRPC(base, proto, telemetry.Pipe, false)
+	ignoring := ignoreTerm != nil && *ignoreTerm
+	// A signal's default action would end the server before the flush:
+	// the first one flushes, then ends it the same way.
+	stopFlush := obs.flushOnSignal(ignoring)
+	defer func() {
+		obs.close() // with the signals still caught
+		stopFlush()
+	}()
 	var conn interface{ Wait() error }
+	var rc *rpc.Conn
 	var err error
 	stopTasks := func() {}
 	switch name {
 	case "echo":
-		conn, err = stdio.Serve(echo.Handler(), echo.Options(base), nil)
+		rc, err = stdio.Serve(echo.Handler(), echo.Options(base), nil)
+		conn = rc
 	case "acp":
-		conn, err = acp.ServeStdio(acpdemo.New(), &acp.Options{MaxBackground: *maxBackground, ShutdownGrace: *grace, Logger: logger}, base)
+		var ac *acp.Conn
+		if ac, err = acp.ServeStdio(acpdemo.New(), &acp.Options{MaxBackground: *maxBackground, ShutdownGrace: *grace, Logger: logger}, base); err == nil {
+			conn, rc = ac, ac.Conn
+		}
 	case "mcp":
 		so := mcpserver.Options{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
 		withTaskTTL(&so, *taskTTL)
@@ -180,7 +228,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			signal.Ignore(syscall.SIGTERM)
 		}
 		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet})
-		conn, err = srv.ServeStdio(&stdio.Config{NoGuard: *noGuard}, base)
+		if m := obs.m(); m != nil {
+			obs.observe(m.ObserveServer(srv))
+		}
+		rc, err = srv.ServeStdio(&stdio.Config{NoGuard: *noGuard}, base)
+		conn = rc
 		stopTasks = func() {
 			// The client has gone: its tasks' handlers stop (their tasks
 			// end failed), within the shutdown bound.
@@ -193,9 +245,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		logger.Error("cannot start", "error", err)
 		return 1
 	}
+	if m := obs.m(); m != nil {
+		obs.observe(m.ObserveConn(rc))
+	}
 	err = conn.Wait()
 	stopTasks()
 	if ignoreEOF != nil && *ignoreEOF {
+		// What was served is flushed before the endless wait.
+		obs.close()
 		for { // a server that will not stop: only a signal ends it
 			time.Sleep(time.Hour)
 		}
@@ -233,7 +290,7 @@ func parseEraFlag(s, bothWord string) (mcp.Eras, bool) {
 // serveListen serves clients on a socket until SIGINT or SIGTERM: each gets
 // its own connection, as if it had started the server itself.
 func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base *rpc.Options,
-	maxBackground *int, eras mcp.Eras, legacySilent *bool, fixtureSet *string, taskTTL *time.Duration) int {
+	maxBackground *int, eras mcp.Eras, legacySilent *bool, fixtureSet *string, taskTTL *time.Duration, obs *observability) int {
 	var newConn func() (rpc.Handler, *rpc.Options)
 	switch name {
 	case "echo":
@@ -242,6 +299,9 @@ func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base 
 		so := mcpserver.Options{Eras: eras, LegacySilent: *legacySilent, Logger: logger}
 		withTaskTTL(&so, *taskTTL)
 		srv := seedserver.New(seedserver.Options{Server: so, Stderr: stderr, Fixtures: *fixtureSet})
+		if m := obs.m(); m != nil {
+			obs.observe(m.ObserveServer(srv))
+		}
 		newConn = func() (rpc.Handler, *rpc.Options) { return srv.Handler(), srv.ConnOptions(base) }
 	case "acp":
 		agent := acpdemo.New()
@@ -256,6 +316,7 @@ func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base 
 	}
 	intr := watchInterrupts()
 	defer intr.stop()
+	defer obs.close() // with the signals still watched
 	// Say where: with tcp:HOST:0 the port is known only now.
 	fmt.Fprintf(stderr, "agentwire serve %s: listening on %s:%s\n", name, l.Addr().Network(), l.Addr())
 	if err := (&socket.Server{NewConn: newConn}).Serve(intr.ctx, l); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/process"
+	"github.com/agentwire/agentwire/telemetry"
 )
 
 // tapLogLineLimit bounds what the tap keeps of one line for logging; the
@@ -27,6 +29,7 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("tap")
 	logPath := fs.String("log", "", "write the JSON Lines log to FILE (default: standard error)")
 	grace := fs.Duration("grace", process.DefaultGrace, "each wait of the shutdown ladder run on SIGINT/SIGTERM/SIGHUP")
+	of := addOTelFlags(fs, false)
 	if code, done := parseFlags(fs, args, tapSynopsis, stdout, stderr); done {
 		return code
 	}
@@ -36,6 +39,9 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *grace <= 0 {
 		return usageError(stderr, "tap", tapSynopsis, "--grace must be positive")
+	}
+	if err := of.check(); err != nil {
+		return usageError(stderr, "tap", tapSynopsis, "%v", err)
 	}
 	logOut := stderr
 	if *logPath != "" {
@@ -49,8 +55,23 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := newTapLog(logOut)
 	defer log.close()
+	obs, obsCode, obsErr := startTelemetry(of, "tap", "tap", stderr)
+	if obsErr != nil {
+		fmt.Fprintln(stderr, "agentwire tap:", obsErr)
+		return obsCode
+	}
+	defer obs.close()
+	// With tracing on, each request through the tap is a span of its own
+	// between the client's and the server's; without, the bytes pass
+	// untouched (relay is nil).
+	var relay *telemetry.Relay
+	if obs.active() && obs.setup.Tracing {
+		relay = telemetry.NewRelay(obs.options(telemetry.MCP, telemetry.Pipe, false, ""))
+		defer relay.Close()
+	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = obs.childEnv()
 	// Our own pipes, so that waiting for the server does not wait for a
 	// child it left behind holding its stdout or stderr.
 	inR, childIn, err1 := os.Pipe()
@@ -87,12 +108,22 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	go func() {
-		pipeThrough(stdin, childIn, "in", log)
+		if relay != nil {
+			pipeRelay(stdin, childIn, "in", log, relay, telemetry.FromClient)
+		} else {
+			pipeThrough(stdin, childIn, "in", log)
+		}
 		childIn.Close() // stdin EOF propagates
 	}()
 	copied := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { pipeThrough(childOut, stdout, "out", log) })
+	wg.Go(func() {
+		if relay != nil {
+			pipeRelay(childOut, stdout, "out", log, relay, telemetry.FromServer)
+		} else {
+			pipeThrough(childOut, stdout, "out", log)
+		}
+	})
 	wg.Go(func() { pipeThrough(childErr, stderrPassthrough{stderr, logOut}, "stderr", log) })
 	go func() {
 		wg.Wait()
@@ -132,6 +163,12 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code = intr.code()
 	}
 	log.event(exit)
+	// The spans of requests left unanswered end now, and everything is
+	// flushed while the signals are still watched.
+	if relay != nil {
+		relay.Close()
+	}
+	obs.close()
 	return code
 }
 
@@ -212,6 +249,82 @@ func pipeThrough(r io.Reader, w io.Writer, dir string, log *tapLog) {
 		if err != nil {
 			if size > 0 {
 				log.line(dir, line, size, size > len(line))
+			}
+			return
+		}
+	}
+}
+
+// pipeRelay is pipeThrough for a tap that traces: whole lines pass, each
+// handed to the relay first (which may give a request the trace context
+// of the tap's span in its _meta), and each is logged as it was passed
+// on. A line longer than tapLogLineLimit is not held: it passes as it
+// comes, untouched.
+func pipeRelay(r io.Reader, w io.Writer, dir string, log *tapLog, relay *telemetry.Relay, d telemetry.Direction) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var pending []byte
+	raw, size := false, 0 // the current line passes as it comes; its length
+	write := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
+			log.event(map[string]any{"event": "write_error", "dir": dir, "error": err.Error()})
+			io.Copy(io.Discard, br)
+			return false
+		}
+		return true
+	}
+	pass := func(line []byte, newline bool) bool {
+		text := line
+		var end []byte
+		if newline {
+			text, end = line[:len(line)-1], line[len(line)-1:]
+			if n := len(text); n > 0 && text[n-1] == '\r' {
+				text, end = text[:n-1], line[n-1:]
+			}
+		}
+		out := relay.Message(d, text)
+		if !write(out) || (len(end) > 0 && !write(end)) {
+			return false
+		}
+		log.line(dir, out, len(out)+len(end), false)
+		return true
+	}
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			newline := chunk[len(chunk)-1] == '\n'
+			size += len(chunk)
+			switch {
+			case raw:
+				if !write(chunk) {
+					return
+				}
+			case len(pending)+len(chunk) > tapLogLineLimit:
+				if !write(pending) || !write(chunk) {
+					return
+				}
+				raw = true
+			default:
+				pending = append(pending, chunk...)
+			}
+			if newline {
+				if raw {
+					log.line(dir, pending, size, true)
+				} else if !pass(pending, true) {
+					return
+				}
+				pending, raw, size = pending[:0], false, 0
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if size > 0 {
+				if raw {
+					log.line(dir, pending, size, true)
+				} else {
+					pass(pending, false)
+				}
 			}
 			return
 		}
