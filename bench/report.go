@@ -59,6 +59,7 @@ func (r *run) report() string {
 	}
 
 	b.WriteString("\n")
+	b.WriteString(r.tracingReport())
 	b.WriteString(r.acpc.report())
 	b.WriteString("## Large messages (subprocess)\n\n| server | 8 MiB round trip | ×raw time | server peak RSS | ×raw memory | 20 MiB request |\n|---|---|---|---|---|---|\n")
 	raw := r.big["raw"]
@@ -137,6 +138,7 @@ func (r *run) goals() string {
 		row("ACP prompt ≥ 2× acp-go-sdk, "+mode, fmt.Sprintf("%.1f×", a/s), a/s >= 2)
 	}
 	r.acpc.goalRows(row)
+	r.tracingGoals(row)
 	if f, ok := r.flood["agentwire"]; ok && f.err == "" {
 		// Goroutines are counted above the raw loop's (the harness's own
 		// writer and server goroutines); the cap is the handler slots plus

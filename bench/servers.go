@@ -62,6 +62,11 @@ var servers = []server{
 	{name: "go-sdk-mcp-modern", peer: "go-sdk v1.8.0 MCP server, 2026-07-28", work: wMCP, serve: serveGoSDKMCP, modern: true},
 	{name: "mcp-go", peer: "mark3labs/mcp-go v1.2.1, legacy (initialize)", work: wMCP, serve: serveMCPGo},
 	{name: "mcp-go-modern", peer: "mark3labs/mcp-go v1.2.1, 2026-07-28", work: wMCP, serve: serveMCPGo, modern: true},
+	{name: "agentwire-traced-off", peer: "agentwire rpc + telemetry, tracing off", work: wEcho, serve: serveTracedEcho(tracingOff)},
+	{name: "agentwire-traced-drop", peer: "agentwire rpc + telemetry, sampler drops all", work: wEcho, serve: serveTracedEcho(tracingDrop)},
+	{name: "agentwire-mcp-traced-off", peer: "agentwire mcp + telemetry, tracing off", work: wMCP, serve: serveTracedMCP(tracingOff)},
+	{name: "agentwire-mcp-traced-drop", peer: "agentwire mcp + telemetry, sampler drops all", work: wMCP, serve: serveTracedMCP(tracingDrop)},
+	{name: "agentwire-mcp-traced", peer: "agentwire mcp + telemetry, all sampled, metrics on", work: wMCP, serve: serveTracedMCP(tracingOn)},
 	{name: "agentwire-acp", peer: "agentwire acp", work: wACP, serve: serveAgentwireACP},
 	{name: "acp-go-sdk", peer: "coder/acp-go-sdk v0.13.0", work: wACP, serve: serveACPSDK},
 }
