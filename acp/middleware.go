@@ -2,13 +2,16 @@ package acp
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/agentwire/agentwire/internal/chain"
 	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/rpc"
 )
 
-// Call is one ACP request or notification as a Middleware sees it.
+// Call is one ACP request or notification as a Middleware sees it: the
+// message, the session it names, and for session/prompt its prompt
+// (Prompt).
 type Call struct {
 	// Request is the JSON-RPC message: Method, ID (zero for a
 	// notification), Params.
@@ -21,6 +24,23 @@ type Call struct {
 
 	c       *conn
 	reached bool // the chain reached the dispatch
+}
+
+// Prompt decodes the prompt of a session/prompt, as the turn will see it
+// (Turn.Prompt): its blocks alias the request's params. It is an error for
+// any other method, and -32602 for a prompt that is not an array of
+// content blocks.
+func (c *Call) Prompt() ([]ContentBlock, error) {
+	if c.Method != MethodPrompt {
+		return nil, fmt.Errorf("acp: %s carries no prompt", c.Method)
+	}
+	if _, prompt, n, ok := decodePrompt(c.Request.Params); ok {
+		blocks := make([]ContentBlock, n)
+		fillBlocks(prompt, blocks)
+		return blocks, nil
+	}
+	_, blocks, err := decodePromptSlow(c.Request)
+	return blocks, err
 }
 
 // CallHandler serves a Call: the agent's own dispatch, or the next

@@ -22,7 +22,11 @@ func TestMiddlewareSeesSessionsAndARefusedPromptFreesTheSession(t *testing.T) {
 	mw := func(next acp.CallHandler) acp.CallHandler {
 		return func(ctx context.Context, c *acp.Call) (any, error) {
 			mu.Lock()
-			saw = append(saw, fmt.Sprintf("%s session=%q notification=%v", c.Method, c.SessionID, c.Request.IsNotification()))
+			line := fmt.Sprintf("%s session=%q notification=%v", c.Method, c.SessionID, c.Request.IsNotification())
+			if blocks, err := c.Prompt(); err == nil {
+				line += fmt.Sprintf(" prompt=%q", blocks[0].Text)
+			}
+			saw = append(saw, line)
 			stop := refuse && c.Method == acp.MethodPrompt
 			refuse = refuse && !stop
 			mu.Unlock()
@@ -47,8 +51,8 @@ func TestMiddlewareSeesSessionsAndARefusedPromptFreesTheSession(t *testing.T) {
 	want := strings.Join([]string{
 		`initialize session="" notification=false`,
 		`session/new session="" notification=false`,
-		`session/prompt session="sess-1" notification=false`,
-		`session/prompt session="sess-1" notification=false`,
+		`session/prompt session="sess-1" notification=false prompt="hello"`,
+		`session/prompt session="sess-1" notification=false prompt="again"`,
 		`session/cancel session="sess-1" notification=true`,
 	}, "\n")
 	if got := strings.Join(saw, "\n"); got != want {

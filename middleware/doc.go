@@ -1,8 +1,9 @@
 // Package middleware is ordinary middleware built on rpc's hooks
 // (rpc.Middleware, rpc.OutboundMiddleware, Request.OnNotify): structured
 // request logging (Logging, LogOutbound), per-method timeouts that reset on
-// progress with a maximum (NewTimeout), and concurrency and rate limits per
-// method or per client (NewLimit). None of it knows more of a protocol than
+// progress with a maximum (NewTimeout; Timeouts.Outbound bounds the calls
+// this side makes by the same Max), and concurrency and rate limits per
+// method or per client, inbound and outbound (NewLimit). None of it knows more of a protocol than
 // the method and params of a message, and Target, which reads the tool,
 // prompt or resource an MCP request names.
 //

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -114,6 +115,9 @@ type TimeoutStats struct {
 	// yet: a handler that ignores its context holds its request, and its
 	// connection's handler slot, until it does.
 	Lingering int64
+	// OutboundTimeouts counts the calls this side made that Outbound ended
+	// at their max limit.
+	OutboundTimeouts int64
 }
 
 // Timeouts bounds the time requests run, per method, with an idle limit
@@ -127,7 +131,7 @@ type Timeouts struct {
 	clock   Clock
 	log     refusal.Log
 
-	timed, running, idle, max, lingering atomic.Int64
+	timed, running, idle, max, lingering, outbound atomic.Int64
 }
 
 // NewTimeout returns the Timeouts opts describes.
@@ -191,6 +195,42 @@ func (t *Timeouts) Stats() TimeoutStats {
 		IdleTimeouts: t.idle.Load(),
 		MaxTimeouts:  t.max.Load(),
 		Lingering:    t.lingering.Load(),
+
+		OutboundTimeouts: t.outbound.Load(),
+	}
+}
+
+// Outbound returns the rpc.OutboundMiddleware that bounds the calls this
+// side makes (a client's, or a server's calls to its client) by the Max
+// limit of their method: when it passes, the call's context is cancelled
+// with a *TimeoutError (matching ErrTimeout), which is what the call
+// returns; rpc then forgets the id and sends the connection's cancellation
+// (notifications/cancelled with the reason, for MCP), as for any call whose
+// context ends. Idle limits do not apply: the progress of a call arrives
+// as the peer's notifications, which rpc's outbound layer does not tie to
+// the call. Notifications are not timed. A nil *Timeouts adds nothing.
+func (t *Timeouts) Outbound() rpc.OutboundMiddleware {
+	return func(next rpc.Invoker) rpc.Invoker {
+		if t == nil {
+			return next
+		}
+		return func(ctx context.Context, c *rpc.OutboundCall) (json.RawMessage, error) {
+			l := t.Limits(c.Method)
+			if c.Notification || l.Max <= 0 {
+				return next(ctx, c)
+			}
+			ctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			te := &TimeoutError{Method: c.Method, Kind: MaxTimeout, Limit: l.Max}
+			timer := t.clock.AfterFunc(l.Max, func() { cancel(te) })
+			res, err := next(ctx, c)
+			if !timer.Stop() && errors.Is(context.Cause(ctx), ErrTimeout) && err != nil {
+				t.outbound.Add(1)
+				t.log.Refused("middleware: outbound call timed out", "method", c.Method, "limit", l.Max)
+				return nil, te
+			}
+			return res, err
+		}
 	}
 }
 

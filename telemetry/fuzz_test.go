@@ -189,3 +189,79 @@ func sameValue(key, got, want string) bool {
 	}
 	return true
 }
+
+// FuzzRelayMessage holds Relay.Message to its contract on any pair of
+// lines, from either side: it never panics; a line that is not a request
+// comes back as it was; a request comes back as the same message — the
+// same id, method and every params member but _meta's trace keys, byte for
+// byte — with the relay's span in its _meta, on one line; every span is
+// ended by its answer or by Close.
+//
+//	go test -run XXX -fuzz ^FuzzRelayMessage$ -fuzztime 10m -parallel 1 ./telemetry/
+func FuzzRelayMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":"2025-11-25"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ping"}`, `[{"jsonrpc":"2.0","id":1,"method":"x"}]`, `not json`, ``, `  {} `,
+		`{"jsonrpc":"2.0","id":3,"method":"m","params":[1,2]}`, `{"jsonrpc":"2.0","id":4,"method":"m","params":{"_meta":5}}`,
+	} {
+		f.Add([]byte(s), []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), false)
+	}
+	f.Fuzz(func(t *testing.T, first, second []byte, fromServer bool) {
+		sr, tp := recorder(t)
+		r := telemetry.NewRelay(&telemetry.Options{TracerProvider: tp})
+		for n, line := range [][]byte{first, second} {
+			dir := telemetry.FromClient
+			if fromServer != (n == 1) {
+				dir = telemetry.FromServer
+			}
+			in := append([]byte(nil), line...)
+			out := r.Message(dir, line)
+			if !bytes.Equal(line, in) {
+				t.Fatalf("Message changed its input: %q became %q", in, line)
+			}
+			msg, err := jsonrpc.Decode(bytes.TrimSpace(in), nil)
+			if err != nil || msg.Kind != jsonrpc.KindRequest {
+				if !bytes.Equal(out, in) {
+					t.Fatalf("a line that is not a request came back changed: %q -> %q", in, out)
+				}
+				continue
+			}
+			if bytes.Equal(out, in) {
+				continue // params it cannot carry trace context in (an array, a non-object _meta)
+			}
+			if bytes.IndexByte(out, '\n') >= 0 && bytes.IndexByte(in, '\n') < 0 {
+				t.Fatalf("the relayed request spans lines: %q", out)
+			}
+			got, err := jsonrpc.Decode(bytes.TrimSpace(out), nil)
+			if err != nil || got.Kind != jsonrpc.KindRequest || !bytes.Equal(got.ID, msg.ID) || !bytes.Equal(got.Method, msg.Method) {
+				t.Fatalf("relayed %q as %q (%v)", in, out, err)
+			}
+			var before, after map[string]json.RawMessage
+			json.Unmarshal(msg.Params, &before)
+			if err := json.Unmarshal(got.Params, &after); err != nil {
+				t.Fatalf("relayed params are not an object: %s", got.Params)
+			}
+			for k, v := range before {
+				if k != "_meta" && !bytes.Equal(after[k], v) {
+					t.Fatalf("member %q changed: %s -> %s", k, v, after[k])
+				}
+			}
+			var meta map[string]json.RawMessage
+			if err := json.Unmarshal(after["_meta"], &meta); err != nil || len(meta["traceparent"]) == 0 {
+				t.Fatalf("relayed request has no traceparent in _meta: %s", got.Params)
+			}
+		}
+		r.Close()
+		if st := r.Stats(); st.Open != 0 {
+			t.Fatalf("%d spans open after Close", st.Open)
+		}
+		for _, s := range sr.Started() {
+			if s.(interface{ IsRecording() bool }).IsRecording() {
+				t.Fatalf("span %q never ended", s.Name())
+			}
+		}
+	})
+}

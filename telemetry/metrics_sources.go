@@ -65,6 +65,7 @@ var (
 	directionOutbound        = KeyDirection.String("outbound")
 	timeoutIdle              = KeyTimeoutKind.String("idle")
 	timeoutMax               = KeyTimeoutKind.String("max")
+	timeoutOutbound          = KeyTimeoutKind.String("outbound_max")
 )
 
 func emitConnStats(e *emitter, s rpc.Stats) {
@@ -217,6 +218,7 @@ func (m *Metrics) ObserveTimeouts(t *middleware.Timeouts, attrs ...attribute.Key
 func emitTimeoutStats(e *emitter, s middleware.TimeoutStats) {
 	e.addInt(idTimeouts, s.IdleTimeouts, timeoutIdle)
 	e.addInt(idTimeouts, s.MaxTimeouts, timeoutMax)
+	e.addInt(idTimeouts, s.OutboundTimeouts, timeoutOutbound)
 	e.addInt(idTimeoutRunning, s.Running)
 	e.addInt(idTimeoutLinger, s.Lingering)
 }
