@@ -164,6 +164,15 @@ type Stats struct {
 	// RestartsExhausted counts losses the restart policy gave up on,
 	// its MaxRestarts used up.
 	RestartsExhausted int
+	// OutputQueued is what waits for the server in the current
+	// connection's output queue now, and BlockedOnOutput the time our
+	// writers have waited for room in it, over every connection: a server
+	// that does not read its stdin shows here (rpc.Stats).
+	OutputQueued    int64
+	BlockedOnOutput time.Duration
+	// Promotions counts the handlers of the server's messages (requests,
+	// notifications) handed off the read loop for running long.
+	Promotions int64
 }
 
 // generation is one connection (and, for Start, one server process).
@@ -722,9 +731,15 @@ func (c *Client) Stats() Stats {
 			s.TooLong += now.TooLong
 			s.UnknownResponses += now.UnknownResponses
 			s.LateResponses += now.LateResponses
+			s.BlockedOnOutput += now.BlockedOnOutput
+			s.Promotions += now.Promotions
+			s.OutputQueued = now.OutputQueued
 		}
 	}
 	return Stats{
+		OutputQueued:      s.OutputQueued,
+		BlockedOnOutput:   s.BlockedOnOutput,
+		Promotions:        s.Promotions,
 		Violations:        s.ParseErrors + s.InvalidMessages + s.TooLong,
 		UnknownResponses:  s.UnknownResponses,
 		LateResponses:     s.LateResponses,
@@ -741,6 +756,8 @@ func (c *Client) addStatsLocked(s rpc.Stats) {
 	c.past.TooLong += s.TooLong
 	c.past.UnknownResponses += s.UnknownResponses
 	c.past.LateResponses += s.LateResponses
+	c.past.BlockedOnOutput += s.BlockedOnOutput
+	c.past.Promotions += s.Promotions
 }
 
 // Close ends the client. For a server it started, it runs the shutdown

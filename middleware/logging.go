@@ -29,9 +29,10 @@ type LogOptions struct {
 	// means slog.LevelWarn.
 	ErrorLevel slog.Leveler
 	// CancelLevel is the level of a request whose context ended before it
-	// was answered: cancelled by the peer or by the caller, the connection
-	// shutting down, or a Timeouts limit inside this middleware. Nil means
-	// slog.LevelInfo.
+	// was answered: cancelled by the peer or by the caller, or the
+	// connection shutting down. (A Timeouts limit inside this middleware
+	// answers the request with -32001: that is an error, at ErrorLevel.)
+	// Nil means slog.LevelInfo.
 	CancelLevel slog.Leveler
 	// ParamsSize adds params_bytes, the size of the params. Params and
 	// results themselves are never logged: they carry what users type and

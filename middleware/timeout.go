@@ -84,9 +84,11 @@ type Limits struct {
 
 // TimeoutOptions configures NewTimeout. The zero value, or a nil
 // *TimeoutOptions, bounds every request at DefaultIdle without progress and
-// DefaultMax in all, except the methods that wait on a person or a model
-// by design (subscriptions/listen, elicitation/create,
-// sampling/createMessage), which are not timed unless Methods names them.
+// DefaultMax in all, except the methods that wait on a person, a model, a
+// task or a command by design (subscriptions/listen, elicitation/create,
+// sampling/createMessage, tasks/result, ACP's session/prompt,
+// session/request_permission and terminal/wait_for_exit), which are not
+// timed unless Methods names them.
 type TimeoutOptions struct {
 	// Default is the limits of every method Methods does not name.
 	Default Limits
@@ -147,8 +149,11 @@ func NewTimeout(opts *TimeoutOptions) *Timeouts {
 	t.def = fill(o.Default, Limits{Idle: DefaultIdle, Max: DefaultMax})
 	// The methods that wait by design: a listen stream lives as long as
 	// its client wants it, an elicitation waits for a person and a
-	// sampling request for a model.
-	untimed := [...]string{"subscriptions/listen", "elicitation/create", "sampling/createMessage"}
+	// sampling request for a model, tasks/result for a task (which may
+	// run for hours), an ACP turn for its agent, a permission question
+	// for a person, and terminal/wait_for_exit for a command.
+	untimed := [...]string{"subscriptions/listen", "elicitation/create", "sampling/createMessage",
+		"tasks/result", "session/prompt", "session/request_permission", "terminal/wait_for_exit"}
 	t.methods = make(map[string]Limits, len(o.Methods)+len(untimed))
 	for _, m := range untimed {
 		t.methods[m] = Limits{Idle: -1, Max: -1}

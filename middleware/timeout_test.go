@@ -177,6 +177,13 @@ func TestTimeoutLimitsPerMethod(t *testing.T) {
 		"subscriptions/listen":   {Idle: -1, Max: -1},
 		"elicitation/create":     {Idle: -1, Max: -1},
 		"sampling/createMessage": {Idle: -1, Max: -1},
+		// Regression: a task's result, an ACP turn, a permission question
+		// and a terminal's exit wait by design, and were cut at 60 s idle
+		// (10 min for a turn) by the defaults.
+		"tasks/result":               {Idle: -1, Max: -1},
+		"session/prompt":             {Idle: -1, Max: -1},
+		"session/request_permission": {Idle: -1, Max: -1},
+		"terminal/wait_for_exit":     {Idle: -1, Max: -1},
 	} {
 		if got := to.Limits(m); got != want {
 			t.Errorf("defaults: Limits(%s) = %+v, want %+v", m, got, want)

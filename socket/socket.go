@@ -89,6 +89,11 @@ type Server struct {
 	// connection (per-connection state, such as MCP's legacy handshake or
 	// ACP's sessions, lives in the handler).
 	NewConn func() (rpc.Handler, *rpc.Options)
+	// OnConn, if set, is told of each client's connection once it runs,
+	// and the function it returns (if any) is called when the connection
+	// has ended: what watches connections (metrics of their output queues)
+	// starts and stops there.
+	OnConn func(c *rpc.Conn) (ended func())
 }
 
 // Serve accepts clients on l until ctx ends or l fails; then it closes the
@@ -111,11 +116,18 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		}
 		h, o := s.NewConn()
 		c := rpc.New(nc, nc, h, o)
+		var ended func()
+		if s.OnConn != nil {
+			ended = s.OnConn(c)
+		}
 		mu.Lock()
 		conns[c] = struct{}{}
 		mu.Unlock()
 		wg.Go(func() {
 			c.Wait()
+			if ended != nil {
+				ended()
+			}
 			mu.Lock()
 			delete(conns, c)
 			mu.Unlock()

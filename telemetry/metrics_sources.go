@@ -93,6 +93,11 @@ func emitClientStats(e *emitter, s client.Stats) {
 	e.addInt(idClientRestarts, int64(s.Restarts), restartRestarted)
 	e.addInt(idClientRestarts, int64(s.RestartsFailed), restartFailed)
 	e.addInt(idClientRestarts, int64(s.RestartsExhausted), restartExhausted)
+	// The connection to the server: what waits for it, and the time our
+	// writers waited because it did not read.
+	e.addInt(idRPCOutputQueued, s.OutputQueued)
+	e.add(idRPCOutputBlocked, s.BlockedOnOutput.Seconds())
+	e.addInt(idRPCPromotions, s.Promotions)
 }
 
 // ObserveHTTP observes a Streamable HTTP handler's Stats: what its limits

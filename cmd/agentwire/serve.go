@@ -319,7 +319,11 @@ func serveListen(name, addr string, stderr io.Writer, logger *slog.Logger, base 
 	defer obs.close() // with the signals still watched
 	// Say where: with tcp:HOST:0 the port is known only now.
 	fmt.Fprintf(stderr, "agentwire serve %s: listening on %s:%s\n", name, l.Addr().Network(), l.Addr())
-	if err := (&socket.Server{NewConn: newConn}).Serve(intr.ctx, l); err != nil {
+	srv := &socket.Server{NewConn: newConn}
+	if m := obs.m(); m != nil {
+		srv.OnConn = func(c *rpc.Conn) func() { return m.ObserveConn(c) }
+	}
+	if err := srv.Serve(intr.ctx, l); err != nil {
 		fmt.Fprintf(stderr, "agentwire serve %s: %v\n", name, err)
 		return exitFailure
 	}

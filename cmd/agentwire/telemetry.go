@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -69,7 +70,9 @@ func (f *otelFlags) check() error {
 	if *f.otlp != "" {
 		u, err := url.Parse(*f.otlp)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--otlp wants an http:// or https:// URL (the OTLP/HTTP collector, e.g. http://127.0.0.1:4318), not %q", cutLine(*f.otlp, 200))
+			// The value itself is not echoed: a URL may carry credentials
+			// (user:password@), and usage errors reach terminals and logs.
+			return errors.New("--otlp wants an http:// or https:// URL with a host (the OTLP/HTTP collector, e.g. http://127.0.0.1:4318)")
 		}
 	}
 	if f.metrics != nil && *f.metrics != "" {
@@ -131,7 +134,7 @@ func startTelemetry(f *otelFlags, cmd, what string, stderr io.Writer) (*observab
 			fmt.Fprintf(stderr, "agentwire %s: telemetry off: %v\n", what, err)
 			return nil, 0, nil
 		}
-		return nil, exitUsage, fmt.Errorf("telemetry: %w", err)
+		return nil, exitUsage, err
 	}
 	o := &observability{setup: setup, otlp: *f.otlp, what: what, stderr: stderr}
 	if !o.active() && setup.Prometheus == nil {
@@ -141,7 +144,7 @@ func startTelemetry(f *otelFlags, cmd, what string, stderr io.Writer) (*observab
 	if setup.Metrics {
 		if o.metrics, err = telemetry.NewMetrics(setup.Options(telemetry.MCP, telemetry.Pipe)); err != nil {
 			o.close()
-			return nil, exitUsage, fmt.Errorf("telemetry: %w", err)
+			return nil, exitUsage, err
 		}
 	}
 	if metricsAddr != "" {
