@@ -46,7 +46,9 @@ type OutboundCall struct {
 	onID func(jsonrpc.ID)
 }
 
-// Conn is the connection the call is made on.
+// Conn is the connection the call is made on; nil when no rpc.Conn sends
+// it (a host session over Streamable HTTP runs the same outbound
+// middleware for its POSTs).
 func (c *OutboundCall) Conn() *Conn { return c.conn }
 
 // Invoker sends an outbound call and waits for its answer: the result of

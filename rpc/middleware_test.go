@@ -193,3 +193,30 @@ func TestChainWithoutMiddlewareIsTheHandler(t *testing.T) {
 type countingHandler struct{ n int }
 
 func (c *countingHandler) Handle(context.Context, *rpc.Request) (any, error) { c.n++; return nil, nil }
+
+// Regression: OnNotify's functions ran under the request's lock, so one
+// that sent a notification itself deadlocked the handler.
+func TestOnNotifyMaySendANotificationItself(t *testing.T) {
+	inner := rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+		r.Notify("notifications/progress", map[string]int{"progress": 1})
+		return "done", nil
+	})
+	echoing := func(next rpc.Handler) rpc.Handler {
+		return rpc.HandlerFunc(func(ctx context.Context, r *rpc.Request) (any, error) {
+			once := false
+			r.OnNotify(func(m string) {
+				if !once {
+					once = true
+					r.Notify("notifications/message", map[string]string{"heard": m})
+				}
+			})
+			return next.Handle(ctx, r)
+		})
+	}
+	wiretest.Run(t, inner, &rpc.Options{Middleware: []rpc.Middleware{echoing}}, func(w *wiretest.Wire) {
+		got := w.Exchange(`{"jsonrpc":"2.0","id":1,"method":"work"}`)
+		if len(got) != 3 || !strings.Contains(got[1], `"heard":"notifications/progress"`) {
+			t.Fatalf("got %q, want the progress, the listener's notification and the result", got)
+		}
+	})
+}

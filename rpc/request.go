@@ -123,19 +123,25 @@ func (r *Request) Notify(method string, params any) error {
 		return err
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.silenced {
+		r.mu.Unlock()
 		return ErrRequestSilenced
 	}
 	if r.answered {
+		r.mu.Unlock()
 		return ErrRequestAnswered
 	}
 	h.related = r.ID
-	if err := r.conn.send(h, msg); err != nil {
+	err = r.conn.send(h, msg)
+	f := r.onNotify
+	r.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	if r.onNotify != nil {
-		r.onNotify(method)
+	// Told after the lock is released: a listener may itself send (a
+	// tracer's event, a log line) without deadlocking on it.
+	if f != nil {
+		f(method)
 	}
 	return nil
 }

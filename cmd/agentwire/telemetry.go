@@ -175,6 +175,24 @@ func resourceNamesService(attrs string) bool {
 	return false
 }
 
+// loopbackOnly refuses (421) a request whose Host is not a loopback name
+// or address: a listener on 127.0.0.1 is reachable from a web page the
+// user visits through DNS rebinding (a hostile name that resolves to
+// 127.0.0.1), and the Host header is what gives it away.
+func loopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !streamable.IsLoopbackHost(host) {
+			http.Error(w, "misdirected request: this listener answers loopback names only", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // serveMetrics serves the Prometheus exposition on its own listener, at
 // /metrics only. It has no authentication: it exposes counters and
 // histograms (methods, tool names, durations, outcomes), no secrets, and
@@ -186,7 +204,11 @@ func (o *observability) serveMetrics(addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, o.setup.Prometheus)
-	o.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second}
+	var h http.Handler = mux
+	if host, _, _ := net.SplitHostPort(addr); streamable.IsLoopbackHost(host) {
+		h = loopbackOnly(mux)
+	}
+	o.metricsSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second}
 	o.served = make(chan struct{})
 	fmt.Fprintf(o.stderr, "agentwire %s: metrics at http://%s%s\n", o.what, ln.Addr(), metricsPath)
 	if host, _, _ := net.SplitHostPort(addr); !streamable.IsLoopbackHost(host) {

@@ -539,6 +539,14 @@ func TestMetricsScrape(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /other: %d, want 404", resp.StatusCode)
 	}
+	// A page that rebinds its own name to 127.0.0.1 sends its own Host.
+	req, _ := http.NewRequest(http.MethodGet, metricsURL, nil)
+	req.Host = "attacker.example:80"
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("GET /metrics with Host attacker.example: %d, want 421", resp.StatusCode)
+	}
 	if log := stop(); strings.Contains(log, "not a loopback address") {
 		t.Errorf("a loopback --metrics warned: %s", log)
 	}
