@@ -1,8 +1,17 @@
 package telemetry
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
+	"github.com/agentwire/agentwire/acp"
+	"github.com/agentwire/agentwire/jsonrpc"
+	"github.com/agentwire/agentwire/mcp"
+	"github.com/agentwire/agentwire/middleware"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -25,6 +34,7 @@ const (
 	KeyRPCResponseStatusCode  = attribute.Key("rpc.response.status_code")
 	KeyRPCSystemName          = attribute.Key("rpc.system.name")
 	KeyRPCMethod              = attribute.Key("rpc.method")
+	KeyRPCMethodOriginal      = attribute.Key("rpc.method_original")
 	KeyNetworkTransport       = attribute.Key("network.transport")
 	KeyNetworkProtocolName    = attribute.Key("network.protocol.name")
 	KeyNetworkProtocolVersion = attribute.Key("network.protocol.version")
@@ -81,8 +91,25 @@ const (
 	ErrorTypeTimeout = "timeout"
 	// ErrorTypeOther is any other failure without a JSON-RPC code (on the
 	// calling side: the connection was lost, the params could not be
-	// encoded).
+	// encoded). It is also, in the metrics, a JSON-RPC code outside the
+	// known ones (see the package documentation), and the value of
+	// mcp.method.name, rpc.method and mcp.protocol.version that the
+	// protocol does not define.
 	ErrorTypeOther = "_OTHER"
+)
+
+// The bounds on what a peer chooses, in spans and metrics (a method name,
+// a tool name, a URI can be as long as a message).
+const (
+	// MaxSpanValueBytes bounds every string a peer chooses that a span
+	// carries, in its name or an attribute: the method, the tool or
+	// prompt name, the resource URI, the protocol version, the request
+	// id, the ACP session id, an error message (the status description).
+	// A longer one is cut at a UTF-8 boundary at or below it.
+	MaxSpanValueBytes = 256
+	// MaxMetricNameBytes bounds the tool or prompt name in the metrics
+	// (cut the same way).
+	MaxMetricNameBytes = 128
 )
 
 // Bucket boundaries, in seconds, the conventions advise for the duration
@@ -111,6 +138,96 @@ func hasResourceURI(method string) bool {
 		return true
 	}
 	return false
+}
+
+// clip returns s cut to at most n bytes at a UTF-8 boundary (a rune
+// never split; invalid bytes are cut like any other). The cut is a copy,
+// so that a span or a series does not keep a message-sized string alive;
+// s itself is returned when it fits.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	if n-i >= utf8.UTFMax {
+		i = n // not UTF-8 there: cut at n
+	}
+	return strings.Clone(s[:i])
+}
+
+// sessionDigest is mcp.session.id: the first 16 bytes of the SHA-256 of
+// the Mcp-Session-Id, in hex. The raw id is a bearer capability (whoever
+// holds it joins an unauthenticated session, and over HTTP+SSE it is in
+// the URL), and traces are read by more people than the server trusts
+// with its sessions; the digest still tells one session's requests from
+// another's, and whoever holds an id can compute it to find its spans.
+func sessionDigest(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:16])
+}
+
+// mcpMethods are the methods of MCP, both eras (2024-11-05 to
+// 2026-07-28): the mcp package's and the specification's, which include
+// the conventions' mcp.method.name values. Any other is _OTHER in the
+// metrics.
+var mcpMethods = stringSet(
+	mcp.MethodDiscover, mcp.MethodInitialize, mcp.MethodInitialized, mcp.MethodPing,
+	mcp.MethodToolsList, mcp.MethodToolsCall, mcp.MethodListen, mcp.MethodCancelled,
+	mcp.MethodProgress, mcp.MethodAcknowledged, mcp.MethodToolsListChanged,
+	mcp.MethodElicit, mcp.MethodSample, mcp.MethodListRoots,
+	mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel, mcp.MethodTasksResult,
+	mcp.MethodTasksList, mcp.MethodTasksNotification, mcp.MethodTasksStatus,
+	"resources/list", "resources/templates/list", "resources/read", "resources/subscribe",
+	"resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete", "logging/setLevel",
+	"notifications/message", "notifications/resources/list_changed", "notifications/resources/updated",
+	"notifications/prompts/list_changed", "notifications/roots/list_changed",
+	"notifications/elicitation/complete",
+)
+
+// acpMethods are the methods of ACP the acp package names.
+var acpMethods = stringSet(
+	acp.MethodInitialize, acp.MethodAuthenticate, acp.MethodSessionNew, acp.MethodSessionLoad,
+	acp.MethodSessionResume, acp.MethodSetMode, acp.MethodSetConfigOption, acp.MethodSessionClose,
+	acp.MethodPrompt, acp.MethodCancel, acp.MethodUpdate, acp.MethodRequestPermission,
+	acp.MethodCancelRequest, acp.MethodMCPConnect, acp.MethodMCPMessage, acp.MethodMCPDisconnect,
+	acp.MethodReadTextFile, acp.MethodWriteTextFile, acp.MethodTerminalCreate, acp.MethodTerminalOutput,
+	acp.MethodTerminalWait, acp.MethodTerminalKill, acp.MethodTerminalRelease, acp.MethodLogout,
+	acp.MethodSessionList, acp.MethodSessionDelete,
+)
+
+func stringSet(methods ...string) map[string]bool {
+	m := make(map[string]bool, len(methods))
+	for _, s := range methods {
+		m[s] = true
+	}
+	return m
+}
+
+// knownCodes are the JSON-RPC error codes the metrics record by their
+// number: JSON-RPC's own, and those MCP, ACP and agentwire define
+// (-32000 busy or ACP's auth required, -32001 a request timeout or an
+// unknown HTTP session, -32002 resource not found, -32020..-32022 MCP
+// 2026-07-28's, -32042 URL elicitation required, -32800 request
+// cancelled, -33000 and -33001 ACP's resource limit and agentwire's
+// bridge unavailable). Any other is _OTHER there: a peer chooses the codes
+// it answers with.
+var knownCodes = codeSet(
+	jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound,
+	jsonrpc.CodeInvalidParams, jsonrpc.CodeInternalError, jsonrpc.CodeRequestCancelled,
+	jsonrpc.CodeServerBusy, middleware.CodeRequestTimeout, acp.CodeResourceNotFound,
+	mcp.CodeHeaderMismatch, mcp.CodeMissingRequiredClientCapability, mcp.CodeUnsupportedProtocolVersion,
+	-32042, acp.CodeResourceLimit, acp.CodeBridgeUnavailable,
+)
+
+func codeSet(codes ...int64) map[string]bool {
+	m := make(map[string]bool, len(codes))
+	for _, c := range codes {
+		m[strconv.FormatInt(c, 10)] = true
+	}
+	return m
 }
 
 // spanName is the conventions' span name: "{mcp.method.name} {target}"
@@ -149,3 +266,7 @@ func codeString(code int64) string {
 	}
 	return strconv.FormatInt(code, 10)
 }
+
+// mcpVersions are the protocol versions agentwire speaks, both eras: any
+// other is _OTHER in the metrics.
+var mcpVersions = stringSet(append(slices.Clone(mcp.ModernVersions), mcp.LegacyVersions...)...)

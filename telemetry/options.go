@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -82,12 +83,22 @@ type Options struct {
 	// Logger receives diagnostics (a Relay ending spans past its bound,
 	// once per burst). Nil: slog.Default().
 	Logger *slog.Logger
+	// Methods are the application's own methods, beside the protocol's:
+	// the metrics name a method (mcp.method.name, rpc.method) only when
+	// the protocol defines it (MCP's methods of both eras, the acp
+	// package's for ACP, none for plain JSON-RPC) or it is listed here,
+	// and record any other as _OTHER, so that a peer cannot grow them
+	// without bound; for ACP and JSON-RPC a span of any other method is
+	// named "jsonrpc" with rpc.method _OTHER and rpc.method_original (the
+	// RPC conventions). A JSON-RPC server lists the methods it serves.
+	Methods []string
 	// Sampler, when set, is the sampler TracerProvider was made with
 	// (sdktrace.WithSampler's; Setup sets it). When it drops every root
 	// span (sdktrace.NeverSample, TraceIDRatioBased(0), or ParentBased
 	// with either as its root), a request that has no trace context to
 	// continue (none in params._meta, no span in its context) starts no
-	// span at all: the provider would only make one to drop it, at a cost
+	// span at all, in ServerMiddleware, ClientMiddleware and Relay (which
+	// then passes its line unchanged): the provider would only make one to drop it, at a cost
 	// of about 250 ns and two allocations. A Sampler that is not the
 	// provider's makes the middleware skip spans the provider would have
 	// kept: leave it nil when unsure.
@@ -130,6 +141,14 @@ type config struct {
 	// context). dropsRoots: its sampler drops every span without a parent
 	// (Options.Sampler), so none is started for such a request.
 	noTracing, dropsRoots bool
+	// noMetrics: the MeterProvider is metric/noop's.
+	noMetrics bool
+	// methods are the protocol's methods (shared, read-only), extra
+	// Options.Methods.
+	methods, extra map[string]bool
+	// escaped marks the bytes of the probed keys: a \u00XX escape of one
+	// of them in params may spell a key (mayCarry).
+	escaped [256]bool
 	// static are the attributes every span and measurement of this side
 	// carries (network.*, server.*, rpc.system.name).
 	static []attribute.KeyValue
@@ -155,6 +174,16 @@ func resolve(o *Options, client bool) *config {
 	_, c.noTracing = tp.(tracenoop.TracerProvider)
 	c.dropsRoots = dropsRoots(s.Sampler)
 	c.meter = mp.Meter(instrumentationName)
+	_, c.noMetrics = mp.(metricnoop.MeterProvider)
+	switch c.protocol {
+	case MCP:
+		c.methods = mcpMethods
+	case ACP:
+		c.methods = acpMethods
+	}
+	if len(s.Methods) > 0 {
+		c.extra = stringSet(s.Methods...)
+	}
 	c.prop = propagatorOr(s.Propagator)
 	c.fields = c.prop.Fields()
 	for _, f := range c.fields {
@@ -164,6 +193,9 @@ func resolve(o *Options, client bool) *config {
 		// The key and its closing quote: a needle that starts with a
 		// byte as common in JSON as '"' would stop at every string.
 		c.probes = append(c.probes, []byte(f+`"`))
+		for i := 0; i < len(f); i++ {
+			c.escaped[f[i]] = true
+		}
 	}
 	c.transport = string(s.Transport)
 	if c.transport == "" {
@@ -189,6 +221,26 @@ func resolve(o *Options, client bool) *config {
 		}
 	}
 	return c
+}
+
+// known reports whether method is one the protocol defines or
+// Options.Methods lists.
+func (c *config) known(method string) bool {
+	return c.methods[method] || c.extra[method]
+}
+
+// startName is the name a span of method starts with: for MCP the method
+// (cut at MaxSpanValueBytes); for ACP and JSON-RPC the method when known,
+// else "jsonrpc" (rpc.system.name, as the RPC conventions name a span of
+// an unrecognised method).
+func (c *config) startName(method string) string {
+	if c.protocol == MCP {
+		return clip(method, MaxSpanValueBytes)
+	}
+	if c.known(method) {
+		return method
+	}
+	return rpcSystemJSONRPC
 }
 
 func propagatorOr(p propagation.TextMapPropagator) propagation.TextMapPropagator {

@@ -2,6 +2,8 @@ package telemetry
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"sync"
 
 	"github.com/agentwire/agentwire/internal/refusal"
@@ -82,7 +84,23 @@ type RelayStats struct {
 
 type relayKey struct {
 	dir Direction // who sent the request
-	id  string    // its raw id
+	id  string    // its raw id (relayID)
+}
+
+// maxRelayIDBytes is the longest raw id a relay keeps as it is; a longer
+// one is kept as its SHA-256, so that MaxRelaySpans open requests with
+// message-sized ids do not hold their ids.
+const maxRelayIDBytes = 64
+
+// relayID is the key of a raw id: the id itself, or "sha256:" and its
+// digest past maxRelayIDBytes (a raw id, a JSON string or number, never
+// starts with an "s").
+func relayID(raw []byte) string {
+	if len(raw) <= maxRelayIDBytes {
+		return string(raw)
+	}
+	sum := sha256.Sum256(raw)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 type relaySpan struct {
@@ -118,9 +136,15 @@ func (r *Relay) Stats() RelayStats {
 // params._meta replaced by the relay span's (a new slice; every other
 // byte as it was), any other line as it is. A request is also passed as
 // it is when its span adds nothing to say (tracing is off: no span
-// context, or the parent's own) or its params are not an object. line may
-// end in a newline, which is kept.
+// context, or the parent's own), when Options.Sampler drops every root
+// and it carries no trace context (no span is started, as
+// ServerMiddleware starts none), or when its params are not an object.
+// Over the no-op TracerProvider every line is returned as it is, without
+// being parsed. line may end in a newline, which is kept.
 func (r *Relay) Message(dir Direction, line []byte) []byte {
+	if r.cfg.noTracing {
+		return line // the no-op provider: no span would say anything
+	}
 	i, j := trimSpace(line)
 	if i == j || line[i] != '{' {
 		return line // not an object: a batch, or not a message
@@ -152,11 +176,16 @@ func (r *Relay) request(dir Direction, line []byte, i int, msg *jsonrpc.Message)
 	if c.mayCarry(msg.Params) {
 		parent = extractValid(parent, msg.Params, c.prop, c.fields)
 	}
+	if c.dropsRoots && !trace.SpanContextFromContext(parent).IsValid() {
+		// The sampler would drop the span: the line goes on as it came
+		// (as ServerMiddleware starts nothing for such a request).
+		return line
+	}
 	method := msg.MethodName()
-	ctx, span := c.tracer.Start(parent, method, r.startOpts...)
+	ctx, span := c.tracer.Start(parent, c.startName(method), r.startOpts...)
 	if span.IsRecording() {
-		rs := &relaySpan{key: relayKey{dir, string(msg.ID)}, span: span}
-		rs.req = request{method: method, id: jsonrpc.ID(msg.ID)}
+		rs := &relaySpan{key: relayKey{dir, relayID(msg.ID)}, span: span}
+		rs.req = c.newRequest(method, "")
 		switch c.protocol {
 		case MCP:
 			r.mu.Lock()
@@ -167,11 +196,11 @@ func (r *Relay) request(dir Direction, line []byte, i int, msg *jsonrpc.Message)
 			rs.req.describeACP(msg.Params)
 		}
 		if c.protocol == MCP && rs.req.target != "" {
-			span.SetName(spanName(method, rs.req.target))
+			span.SetName(spanName(rs.req.method, rs.req.target))
 		}
 		attrs := make([]attribute.KeyValue, 0, 12+len(c.static))
 		attrs = append(attrs, KeyRelayDirection.String(dir.String()))
-		if id := idString(rs.req.id); id != "" {
+		if id := idString(jsonrpc.ID(msg.ID)); id != "" {
 			attrs = append(attrs, KeyJSONRPCRequestID.String(id))
 		}
 		span.SetAttributes(c.spanAttributes(&rs.req, attrs)...)
@@ -284,7 +313,7 @@ func (r *Relay) take(key relayKey) *relaySpan {
 }
 
 func (r *Relay) response(dir Direction, msg *jsonrpc.Message) {
-	rs := r.take(relayKey{dir.other(), string(msg.ID)})
+	rs := r.take(relayKey{dir.other(), relayID(msg.ID)})
 	if rs == nil {
 		return
 	}
@@ -328,7 +357,7 @@ func (r *Relay) notification(dir Direction, msg *jsonrpc.Message) {
 	if id == nil {
 		return
 	}
-	if rs := r.take(relayKey{dir, string(id)}); rs != nil {
+	if rs := r.take(relayKey{dir, relayID(id)}); rs != nil {
 		endSpan(rs.span, true, outcome{errType: ErrorTypeCancelled, desc: "cancelled by the " + dir.String()})
 	}
 }

@@ -2,6 +2,8 @@ package telemetry_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http/httptest"
 	"testing"
 
@@ -14,14 +16,18 @@ import (
 	"go.uber.org/goleak"
 )
 
-// A legacy Streamable HTTP session's requests carry its Mcp-Session-Id as
-// mcp.session.id; a stateless request carries none.
+// A legacy Streamable HTTP session's requests carry the digest of its
+// Mcp-Session-Id as mcp.session.id (the first 16 bytes of its SHA-256, in
+// hex), never the id itself, a bearer capability; a stateless request
+// carries none. Regression: the raw id was recorded.
 func TestServerSpanNamesTheHTTPSession(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	sr, tp := recorder(t)
 	o := &telemetry.Options{TracerProvider: tp, Transport: telemetry.TCP, HTTP: true}
 	srv := server.New(mcp.Implementation{Name: "s", Version: "1"}, &server.Options{Eras: mcp.LegacyOnly})
-	srv.AddTool(mcp.Tool{Name: "echo"}, func(context.Context, *server.ToolRequest) (*mcp.ToolResult, error) {
+	var sid string // the session's id, as the handler sees it
+	srv.AddTool(mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *server.ToolRequest) (*mcp.ToolResult, error) {
+		sid = streamable.SessionIDFrom(ctx)
 		return mcp.TextResult("ok"), nil
 	})
 	h := streamable.NewHandler(srv, &streamable.Options{
@@ -46,8 +52,9 @@ func TestServerSpanNamesTheHTTPSession(t *testing.T) {
 			call = attrsOf(s)["mcp.session.id"]
 		}
 	}
-	if len(call) < 16 {
-		t.Fatalf("tools/call in a session has mcp.session.id %q, want the session's id", call)
+	sum := sha256.Sum256([]byte(sid))
+	if want := hex.EncodeToString(sum[:16]); sid == "" || call != want {
+		t.Fatalf("tools/call in session %q has mcp.session.id %q, want its digest %q", sid, call, want)
 	}
 
 	// The same server without sessions: stateless, no id.

@@ -94,7 +94,9 @@ type Setup struct {
 // forms (the protocol must be http/protobuf); OTEL_TRACES_SAMPLER and
 // _ARG; OTEL_PROPAGATORS (tracecontext, baggage or none);
 // OTEL_BSP_*; the span limits (OTEL_SPAN_*_LIMIT, OTEL_ATTRIBUTE_*_LIMIT,
-// OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT, OTEL_LINK_ATTRIBUTE_COUNT_LIMIT);
+// OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT, OTEL_LINK_ATTRIBUTE_COUNT_LIMIT; the
+// attribute value length is DefaultAttributeValueLengthLimit, 4096 bytes,
+// when neither of its variables is set, where the SDK would keep any);
 // OTEL_METRIC_EXPORT_INTERVAL and _TIMEOUT;
 // OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE and
 // _DEFAULT_HISTOGRAM_AGGREGATION; OTEL_METRICS_EXEMPLAR_FILTER. Each is

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -168,7 +169,11 @@ func (e env) boolean(k string) (bool, error) {
 	case "", "false":
 		return false, nil
 	}
-	return false, configError("%s=%q: want true or false", k, e.get(k))
+	// The specification: any value other than true is false, with a
+	// warning — a typo must not stop the program it configures. (The
+	// value is not echoed: it may be anything a user put there.)
+	slog.Default().Warn("telemetry: " + k + " is neither true nor false: taken as false")
+	return false, nil
 }
 
 // millis reads a duration in milliseconds, a positive integer.
@@ -551,14 +556,25 @@ func batchFrom(e env) ([]sdktrace.BatchSpanProcessorOption, error) {
 	}, nil
 }
 
+// DefaultAttributeValueLengthLimit is the longest attribute value (in
+// bytes; the SDK cuts at a UTF-8 boundary) of the spans of Start's
+// TracerProvider when neither OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT nor
+// OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT is set (the SDK's own default is no
+// limit). The middleware cuts what a peer chooses shorter still
+// (MaxSpanValueBytes); this bounds the rest.
+const DefaultAttributeValueLengthLimit = 4096
+
 // spanLimitsFrom reads the span limits' variables (a span's own before
 // the general ones).
 func spanLimitsFrom(e env) (sdktrace.SpanLimits, error) {
 	var l sdktrace.SpanLimits
 	var err error
-	// The value length: -1 (the default) is no limit.
+	// The value length: the SDK's default is no limit, and the values a
+	// peer chooses (a URI, a tool's name) can be message-sized, so that a
+	// slow collector lets the batch processor's queue hold gigabytes;
+	// DefaultAttributeValueLengthLimit unless a variable says otherwise.
 	v, k := e.first("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
-	l.AttributeValueLengthLimit = sdktrace.DefaultAttributeValueLengthLimit
+	l.AttributeValueLengthLimit = DefaultAttributeValueLengthLimit
 	if v != "" {
 		n, perr := strconv.Atoi(v)
 		if perr != nil || n < 0 {

@@ -274,7 +274,13 @@ func TestSetupEnvironment(t *testing.T) {
 			}
 		}},
 		{name: "disabled, a bad flag is still an error", otlp: "ftp://collector", vars: map[string]string{"OTEL_SDK_DISABLED": "true"}, err: `scheme "ftp"`},
-		{name: "disabled, misspelt", vars: map[string]string{"OTEL_SDK_DISABLED": "yes"}, err: "OTEL_SDK_DISABLED"},
+		// The specification: a value other than true is false (with a
+		// warning), never a reason to stop.
+		{name: "disabled, misspelt", otlp: base, vars: map[string]string{"OTEL_SDK_DISABLED": "yes"}, check: func(t *testing.T, c *setupConfig) {
+			if c.disabled || c.traces.url == "" {
+				t.Fatalf("OTEL_SDK_DISABLED=yes: %+v, want enabled", c)
+			}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := readConfig(SetupOptions{OTLP: c.otlp}, env(setupEnv(c.vars)))

@@ -83,21 +83,53 @@ func (s *side) enabled(ctx context.Context) bool {
 
 // mayCarry reports whether params may hold trace context: they contain
 // one of the propagator's keys (but tracestate) followed by a quote, as a
-// member's name is. A key spelled with escapes is not looked for here
-// (Extract reads it).
+// member's name is, or a \u00XX escape of one of those keys' bytes (a key
+// spelled with escapes, which Extract and Inject match as encoding/json
+// decodes it). Only such params are parsed.
 func (c *config) mayCarry(params []byte) bool {
 	for _, p := range c.probes {
 		if bytes.Contains(params, p) {
 			return true
 		}
 	}
-	return false
+	return c.mayCarryEscaped(params)
+}
+
+// mayCarryEscaped reports whether b holds a \u00XX escape of a byte of
+// the probed keys. Every other escape, and a \\ pair, is stepped over.
+func (c *config) mayCarryEscaped(b []byte) bool {
+	for {
+		i := bytes.IndexByte(b, '\\')
+		if i < 0 || i+1 >= len(b) {
+			return false
+		}
+		b = b[i+1:] // the escape's letter
+		if len(b) >= 5 && b[0] == 'u' && b[1] == '0' && b[2] == '0' {
+			if hi, lo := unhex(b[3]), unhex(b[4]); hi >= 0 && lo >= 0 && c.escaped[hi<<4|lo] {
+				return true
+			}
+		}
+		b = b[1:]
+	}
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }
 
 // request is what a span and its measurement say of one request, worked
 // out only when a span records or metrics are taken.
 type request struct {
-	method      string
+	method      string // cut at MaxSpanValueBytes
+	known       bool   // method is the protocol's or Options.Methods'
 	id          jsonrpc.ID
 	target      string // the tool or prompt name
 	uri         string
@@ -105,8 +137,22 @@ type request struct {
 	era         string
 	session     string // ACP's params.sessionId
 	owner       string // agentwire.client.owner
-	httpSession string // mcp.session.id: the HTTP session served (streamable.SessionIDFrom)
+	httpSession string // mcp.session.id: the digest of the HTTP session served (streamable.SessionIDFrom)
 	tool        bool   // a tools/call: its result's isError counts
+}
+
+// newRequest is the request of method: every string a peer chose in it
+// is cut at MaxSpanValueBytes as it is read (here and in describeMCP,
+// describeACP), so that neither a span nor a relay's open request keeps a
+// message-sized one.
+func (c *config) newRequest(method string, id jsonrpc.ID) request {
+	return request{method: clip(method, MaxSpanValueBytes), known: c.known(method), id: id}
+}
+
+// stringValue is a JSON string value cut at MaxSpanValueBytes.
+func stringValue(v []byte) string {
+	s, _ := jsonrpc.StringValue(v)
+	return clip(s, MaxSpanValueBytes)
 }
 
 // describeMCP reads what an MCP request names from its params (or from
@@ -117,7 +163,7 @@ func (r *request) describeMCP(params []byte, note *mcp.Routed, version string) {
 	era := mcp.EraUnknown
 	if note != nil {
 		name, uri = note.Params.Name, note.Params.URI
-		era, r.version = note.Era, note.Version
+		era, r.version = note.Era, clip(note.Version, MaxSpanValueBytes)
 	} else if len(params) > 0 {
 		var p mcp.RequestParams
 		mcp.ParseRequestParams(params, &p)
@@ -127,7 +173,7 @@ func (r *request) describeMCP(params []byte, note *mcp.Routed, version string) {
 		}
 		if metaVersion != nil {
 			era = mcp.Modern
-			r.version, _ = jsonrpc.StringValue(metaVersion)
+			r.version = stringValue(metaVersion)
 		}
 	}
 	if era == mcp.EraUnknown {
@@ -140,12 +186,12 @@ func (r *request) describeMCP(params []byte, note *mcp.Routed, version string) {
 	switch r.method {
 	case methodToolsCall:
 		r.tool = true
-		r.target, _ = jsonrpc.StringValue(name)
+		r.target = stringValue(name)
 	case methodPromptsGet:
-		r.target, _ = jsonrpc.StringValue(name)
+		r.target = stringValue(name)
 	default:
 		if hasResourceURI(r.method) {
-			r.uri, _ = jsonrpc.StringValue(uri)
+			r.uri = stringValue(uri)
 		}
 	}
 }
@@ -154,7 +200,7 @@ func (r *request) describeMCP(params []byte, note *mcp.Routed, version string) {
 func (r *request) describeACP(params []byte) {
 	jsonrpc.EachMember(params, func(key, value []byte) bool {
 		if string(key) == "sessionId" {
-			r.session, _ = jsonrpc.StringValue(value)
+			r.session = stringValue(value)
 			return false
 		}
 		return true
@@ -184,7 +230,12 @@ func (c *config) spanAttributes(r *request, attrs []attribute.KeyValue) []attrib
 			attrs = append(attrs, KeyMCPResourceURI.String(r.uri))
 		}
 	} else {
-		attrs = append(attrs, KeyRPCMethod.String(r.method), KeyJSONRPCProtocolVersion.String("2.0"))
+		if r.known {
+			attrs = append(attrs, KeyRPCMethod.String(r.method))
+		} else {
+			attrs = append(attrs, KeyRPCMethod.String(ErrorTypeOther), KeyRPCMethodOriginal.String(r.method))
+		}
+		attrs = append(attrs, KeyJSONRPCProtocolVersion.String("2.0"))
 		if r.session != "" {
 			attrs = append(attrs, KeyACPSessionID.String(r.session))
 		}
@@ -199,16 +250,16 @@ func (c *config) spanAttributes(r *request, attrs []attribute.KeyValue) []attrib
 }
 
 // idString is the conventions' string representation of a request id: a
-// string id's contents, a number as written; "" for none or null.
+// string id's contents, a number as written; "" for none or null. It is
+// cut at MaxSpanValueBytes.
 func idString(id jsonrpc.ID) string {
 	if id == "" || id == jsonrpc.NullID {
 		return ""
 	}
 	if id.IsString() {
-		s, _ := jsonrpc.StringValue([]byte(id))
-		return s
+		return stringValue([]byte(id))
 	}
-	return string(id)
+	return clip(string(id), MaxSpanValueBytes)
 }
 
 // outcome is how a request ended, as error.type, rpc.response.status_code
@@ -323,30 +374,46 @@ func endSpan(span trace.Span, rec bool, o outcome) {
 			attrs = append(attrs, KeyRPCResponseStatusCode.String(o.code))
 		}
 		span.SetAttributes(attrs...)
-		span.SetStatus(codes.Error, o.desc)
+		span.SetStatus(codes.Error, clip(o.desc, MaxSpanValueBytes))
 	}
 	span.End()
 }
 
-// measure records the duration of r with the conventions' low-cardinality
-// attributes. A method the peer's registry did not know (-32601) is
-// recorded as _OTHER, and the tool or prompt of a refused call (-32602,
-// an unknown tool) is left out, so that a peer cannot grow the metrics
-// without bound; the span keeps them.
+// measure records the duration of r with the conventions'
+// low-cardinality attributes, each bounded whatever the peer sends: the
+// method only when the protocol defines it (or Options.Methods lists it)
+// and, on the serving side, the handler knew it (not -32601), else
+// _OTHER; the protocol version only when agentwire knows it, else _OTHER;
+// the tool or prompt name only when the call found it (it was answered
+// with a result, isError true included), cut at MaxMetricNameBytes; an
+// error code only when it is a known one (knownCodes), else _OTHER. The
+// span keeps what it was sent (cut at MaxSpanValueBytes).
 func (s *side) measure(ctx context.Context, r *request, o outcome, d time.Duration, server bool) {
 	c := s.cfg
-	method, target := r.method, r.target
-	if server && o.code == "-32601" {
-		method, target = ErrorTypeOther, ""
+	method := r.method
+	if !r.known || (server && o.code == "-32601") {
+		method = ErrorTypeOther
 	}
-	if o.code == "-32602" {
-		target = ""
+	var target string
+	if o.code == "" && (o.errType == "" || o.errType == ErrorTypeToolError) {
+		target = clip(r.target, MaxMetricNameBytes)
+	}
+	code, errType := o.code, o.errType
+	if code != "" && !knownCodes[code] {
+		code = ErrorTypeOther
+		if errType == o.code {
+			errType = ErrorTypeOther
+		}
 	}
 	attrs := make([]attribute.KeyValue, 0, 8+len(c.static))
 	if c.protocol == MCP {
 		attrs = append(attrs, KeyMCPMethodName.String(method))
 		if r.version != "" {
-			attrs = append(attrs, KeyMCPProtocolVersion.String(r.version))
+			v := r.version
+			if !mcpVersions[v] {
+				v = ErrorTypeOther
+			}
+			attrs = append(attrs, KeyMCPProtocolVersion.String(v))
 		}
 		if r.era != "" {
 			attrs = append(attrs, KeyEra.String(r.era))
@@ -362,11 +429,11 @@ func (s *side) measure(ctx context.Context, r *request, o outcome, d time.Durati
 	} else {
 		attrs = append(attrs, KeyRPCMethod.String(method))
 	}
-	if o.code != "" {
-		attrs = append(attrs, KeyRPCResponseStatusCode.String(o.code))
+	if code != "" {
+		attrs = append(attrs, KeyRPCResponseStatusCode.String(code))
 	}
-	if o.errType != "" {
-		attrs = append(attrs, KeyErrorType.String(o.errType))
+	if errType != "" {
+		attrs = append(attrs, KeyErrorType.String(errType))
 	}
 	attrs = append(attrs, c.static...)
 	s.dur.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
@@ -395,6 +462,9 @@ type serverConn struct {
 	// version is the protocol version a legacy initialize on this
 	// connection agreed, for the requests after it.
 	version atomic.Pointer[string]
+	// session is the last HTTP session id seen and its digest
+	// (mcp.session.id), worked out once per session.
+	session atomic.Pointer[[2]string]
 }
 
 func (h *serverConn) Handle(ctx context.Context, req *rpc.Request) (result any, err error) {
@@ -420,7 +490,7 @@ func (h *serverConn) Handle(ctx context.Context, req *rpc.Request) (result any, 
 	sctx := parent
 	var span trace.Span
 	if !c.noTracing && (!c.dropsRoots || parent != ctx || trace.SpanContextFromContext(ctx).IsValid()) {
-		sctx, span = c.tracer.Start(parent, req.Method, s.startOpts...)
+		sctx, span = c.tracer.Start(parent, c.startName(req.Method), s.startOpts...)
 	}
 	if !measure && (span == nil || !span.IsRecording()) {
 		// Nothing to attribute or measure (the sampler dropped the span):
@@ -438,7 +508,8 @@ func (h *serverConn) Handle(ctx context.Context, req *rpc.Request) (result any, 
 		span = noSpan
 	}
 	rec := span.IsRecording()
-	r := &request{method: req.Method, id: req.ID}
+	rq := c.newRequest(req.Method, req.ID)
+	r := &rq
 	h.describe(ctx, r, req, note, rec)
 	if rec {
 		h.startAttributes(ctx, parent, span, r)
@@ -482,6 +553,17 @@ func (h *serverConn) learnVersion(result any) string {
 	return v
 }
 
+// sessionDigest is mcp.session.id of the HTTP session id: not the id
+// itself, a bearer capability (see the package's sessionDigest).
+func (h *serverConn) sessionDigest(id string) string {
+	if p := h.session.Load(); p != nil && p[0] == id {
+		return p[1]
+	}
+	d := sessionDigest(id)
+	h.session.Store(&[2]string{id, d})
+	return d
+}
+
 func (h *serverConn) describe(ctx context.Context, r *request, req *rpc.Request, note *mcp.Routed, rec bool) {
 	switch h.s.cfg.protocol {
 	case MCP:
@@ -498,7 +580,9 @@ func (h *serverConn) describe(ctx context.Context, r *request, req *rpc.Request,
 			r.owner = ownerString(id)
 		}
 		if h.s.cfg.protocol == MCP {
-			r.httpSession = streamable.SessionIDFrom(ctx)
+			if id := streamable.SessionIDFrom(ctx); id != "" {
+				r.httpSession = h.sessionDigest(id)
+			}
 		}
 	}
 }
@@ -560,7 +644,7 @@ func resultVersion(result any) string {
 	var v string
 	jsonrpc.EachMember(b, func(key, value []byte) bool {
 		if string(key) == "protocolVersion" {
-			v, _ = jsonrpc.StringValue(value)
+			v = stringValue(value)
 			return false
 		}
 		return true
@@ -576,9 +660,9 @@ func ownerString(id *auth.Identity) string {
 		who = "client:" + id.ClientID
 	}
 	if id.Issuer == "" {
-		return who
+		return clip(who, MaxSpanValueBytes)
 	}
-	return id.Issuer + " " + who
+	return clip(id.Issuer+" "+who, MaxSpanValueBytes)
 }
 
 // ClientMiddleware returns the outbound middleware that traces and
@@ -589,8 +673,21 @@ func ownerString(id *auth.Identity) string {
 // request with its _meta thereby puts its own span there. The request id
 // is recorded once the call is sent, the peer's error by its code. Nil o
 // means the defaults (Options).
+//
+// With tracing and metrics both off — the no-op TracerProvider
+// (trace/noop's) and metric/noop's MeterProvider, as Setup makes when
+// nothing is exported — it returns nil, which rpc (and every list of
+// OutboundMiddleware in agentwire) skips, so that the calls cost nothing.
+// The trace context a caller's context holds (a handler's, continued from
+// the _meta of the request it serves) is then not written into the
+// calls' _meta: a process that does not trace ends the propagation at its
+// outbound calls. A caller that composes the middleware by hand checks
+// for nil.
 func ClientMiddleware(o *Options) rpc.OutboundMiddleware {
 	s := newSide(o, true)
+	if s.cfg.noTracing && s.cfg.noMetrics {
+		return nil
+	}
 	return func(next rpc.Invoker) rpc.Invoker {
 		cc := &clientChain{s: s, next: next}
 		return cc.invoke
@@ -616,7 +713,7 @@ func (cc *clientChain) invoke(ctx context.Context, call *rpc.OutboundCall) (res 
 	}
 	sctx, span := ctx, noSpan
 	if !c.noTracing && (!c.dropsRoots || trace.SpanContextFromContext(ctx).IsValid()) {
-		sctx, span = c.tracer.Start(ctx, call.Method, s.startOpts...)
+		sctx, span = c.tracer.Start(ctx, c.startName(call.Method), s.startOpts...)
 	}
 	rec := span.IsRecording()
 	var carrier metaCarrier
@@ -631,7 +728,8 @@ func (cc *clientChain) invoke(ctx context.Context, call *rpc.OutboundCall) (res 
 	}
 	var r *request
 	if rec || measure {
-		r = &request{method: call.Method}
+		rq := c.newRequest(call.Method, "")
+		r = &rq
 		switch c.protocol {
 		case MCP:
 			var v string
@@ -657,7 +755,18 @@ func (cc *clientChain) invoke(ctx context.Context, call *rpc.OutboundCall) (res 
 	if measure && s.active != nil {
 		s.active.Add(ctx, 1, s.activeSet)
 	}
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		// next panicked (a Params' MarshalJSON, an inner middleware):
+		// the span ends and the call leaves the requests in flight; the
+		// panic goes on.
+		cc.finish(ctx, span, rec, measure, r, start, call, outcome{errType: ErrorTypeOther, desc: "panic"})
+	}()
 	res, err = cc.next(sctx, call)
+	done = true
 	if call.Method == methodInitialize && c.protocol == MCP && err == nil {
 		if v := resultVersion(res); v != "" {
 			cc.version.Store(&v)
@@ -673,7 +782,14 @@ func (cc *clientChain) invoke(ctx context.Context, call *rpc.OutboundCall) (res 
 		span.End()
 		return res, err
 	}
-	o := clientOutcome(r, res, err)
+	cc.finish(ctx, span, rec, measure, r, start, call, clientOutcome(r, res, err))
+	return res, err
+}
+
+// finish ends the span of a call (with its id, once sent) and records
+// its measurement; r is nil when neither is taken.
+func (cc *clientChain) finish(ctx context.Context, span trace.Span, rec, measure bool, r *request, start time.Time, call *rpc.OutboundCall, o outcome) {
+	s := cc.s
 	if rec {
 		if id := idString(call.ID); id != "" {
 			span.SetAttributes(KeyJSONRPCRequestID.String(id))
@@ -686,5 +802,4 @@ func (cc *clientChain) invoke(ctx context.Context, call *rpc.OutboundCall) (res 
 			s.active.Add(ctx, -1, s.activeSet)
 		}
 	}
-	return res, err
 }

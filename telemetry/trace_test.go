@@ -278,13 +278,18 @@ func TestServerSpanLegacyConnection(t *testing.T) {
 
 // ACP and plain JSON-RPC follow the RPC conventions: span name = method,
 // rpc.system.name "jsonrpc" (given at creation), rpc.method,
-// jsonrpc.protocol.version "2.0"; ACP adds the session.
+// jsonrpc.protocol.version "2.0"; ACP adds the session. Plain JSON-RPC
+// defines no method: the application lists its own (Options.Methods).
 func TestServerSpanRPCConventions(t *testing.T) {
 	for _, p := range []telemetry.Protocol{telemetry.ACP, telemetry.JSONRPC} {
 		t.Run(p.String(), func(t *testing.T) {
 			sr, tp := recorder(t)
+			o := &telemetry.Options{TracerProvider: tp, Protocol: p, Transport: telemetry.Unix}
+			if p == telemetry.JSONRPC {
+				o.Methods = []string{"session/prompt"}
+			}
 			w := newWire(t, rpc.HandlerFunc(func(context.Context, *rpc.Request) (any, error) { return map[string]any{}, nil }),
-				&rpc.Options{Middleware: []rpc.Middleware{telemetry.ServerMiddleware(&telemetry.Options{TracerProvider: tp, Protocol: p, Transport: telemetry.Unix})}})
+				&rpc.Options{Middleware: []rpc.Middleware{telemetry.ServerMiddleware(o)}})
 			w.send(t, `{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[],"_meta":{"traceparent":"`+hostParent+`"}}}`)
 			w.recv(t)
 			s := onlySpan(t, sr)
@@ -423,7 +428,8 @@ func TestClientSpanCancelledNotifyAndJSONRPC(t *testing.T) {
 	})
 	for _, p := range []telemetry.Protocol{telemetry.MCP, telemetry.JSONRPC} {
 		cl, sv := rpc.Pipe(srv, nil, &rpc.Options{Logger: quiet},
-			&rpc.Options{Logger: quiet, Outbound: []rpc.OutboundMiddleware{telemetry.ClientMiddleware(&telemetry.Options{TracerProvider: tp, Protocol: p})}})
+			&rpc.Options{Logger: quiet, Outbound: []rpc.OutboundMiddleware{telemetry.ClientMiddleware(&telemetry.Options{TracerProvider: tp, Protocol: p,
+				Methods: []string{"slow", "notifications/initialized"}})}}) // JSON-RPC knows no method of its own
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-got; cancel() }()
 		if _, err := cl.Call(ctx, "slow", map[string]any{"a": 1}); !errors.Is(err, context.Canceled) {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agentwire/agentwire/echo"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,10 +223,27 @@ func (o *observability) serveMetrics(addr string) error {
 	return nil
 }
 
+// echoMethods are the methods of the echo server (package echo).
+func echoMethods() []string {
+	var ms []string
+	if m, ok := echo.Handler().(rpc.Methods); ok {
+		for name := range m {
+			ms = append(ms, name)
+		}
+	}
+	slices.Sort(ms)
+	return ms
+}
+
 // options are the telemetry options of one side of a connection.
 func (o *observability) options(p telemetry.Protocol, t telemetry.Transport, overHTTP bool, peer string) *telemetry.Options {
 	opts := *o.setup.Options(p, t)
 	opts.HTTP = overHTTP
+	if p == telemetry.JSONRPC {
+		// Plain JSON-RPC defines no method: the echo server's are named
+		// (serve echo, call --era none), any other is recorded _OTHER.
+		opts.Methods = echoMethods()
+	}
 	if peer != "" {
 		host, port, err := net.SplitHostPort(peer)
 		if err == nil {
