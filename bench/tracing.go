@@ -37,8 +37,13 @@ const (
 func (t tracing) options() *telemetry.Options {
 	switch t {
 	case tracingDrop:
+		// As telemetry.Start builds it: the provider's sampler is passed
+		// on, so the middleware knows that a request with no trace context
+		// to continue would be dropped.
+		sampler := sdktrace.NeverSample()
 		return &telemetry.Options{
-			TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())),
+			TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler)),
+			Sampler:        sampler,
 			MeterProvider:  metricnoop.NewMeterProvider(),
 		}
 	case tracingOn:

@@ -30,7 +30,11 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 // MCP subscription's notifications carry the listen request's id).
 func (c *Conn) CallWithID(ctx context.Context, method string, params any, onID func(jsonrpc.ID)) (json.RawMessage, error) {
 	if inv := c.opts.outbound; inv != nil {
-		return inv(ctx, &OutboundCall{Method: method, Params: params, conn: c, onID: onID})
+		call := getOutboundCall()
+		*call = OutboundCall{Method: method, Params: params, conn: c, onID: onID}
+		res, err := inv(ctx, call)
+		putOutboundCall(call)
+		return res, err
 	}
 	return c.callWithID(ctx, method, params, nil, onID)
 }
@@ -223,7 +227,10 @@ func (c *Conn) deliver(msg *jsonrpc.Message, line []byte) {
 // queue (bounded memory) and fails once the connection is shutting down.
 func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 	if inv := c.opts.outbound; inv != nil {
-		_, err := inv(ctx, &OutboundCall{Method: method, Params: params, Notification: true, conn: c})
+		call := getOutboundCall()
+		*call = OutboundCall{Method: method, Params: params, Notification: true, conn: c}
+		_, err := inv(ctx, call)
+		putOutboundCall(call)
 		return err
 	}
 	return c.notify(ctx, method, params)

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
 	"github.com/agentwire/agentwire/internal/chain"
 	"github.com/agentwire/agentwire/jsonrpc"
@@ -28,7 +29,9 @@ func Chain(h Handler, mw ...Middleware) Handler {
 }
 
 // OutboundCall is one request or notification this side sends (Conn.Call,
-// Conn.CallWithID, Conn.Notify), as an OutboundMiddleware sees it.
+// Conn.CallWithID, Conn.Notify), as an OutboundMiddleware sees it. It is
+// valid until the outermost middleware returns, and is reused afterwards:
+// a middleware must not keep it (copy what it needs).
 type OutboundCall struct {
 	// Method is the method called.
 	Method string
@@ -44,6 +47,18 @@ type OutboundCall struct {
 
 	conn *Conn
 	onID func(jsonrpc.ID)
+}
+
+// outboundCalls recycles OutboundCalls: handed to a chain of functions,
+// one would escape to the heap on every call, the one allocation outbound
+// middleware would add to a call that nothing traces.
+var outboundCalls = sync.Pool{New: func() any { return new(OutboundCall) }}
+
+func getOutboundCall() *OutboundCall { return outboundCalls.Get().(*OutboundCall) }
+
+func putOutboundCall(c *OutboundCall) {
+	*c = OutboundCall{}
+	outboundCalls.Put(c)
 }
 
 // Conn is the connection the call is made on; nil when no rpc.Conn sends

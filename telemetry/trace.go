@@ -14,6 +14,7 @@ import (
 	"github.com/agentwire/agentwire/mcp/streamable"
 	"github.com/agentwire/agentwire/rpc"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/mcpconv"
@@ -703,6 +704,10 @@ type clientChain struct {
 	version atomic.Pointer[string]
 }
 
+// noCarrier is the empty carrier of a call with nothing to inject (never
+// written to).
+var noCarrier = &metaCarrier{}
+
 func (cc *clientChain) invoke(ctx context.Context, call *rpc.OutboundCall) (res json.RawMessage, err error) {
 	s := cc.s
 	c := s.cfg
@@ -716,11 +721,15 @@ func (cc *clientChain) invoke(ctx context.Context, call *rpc.OutboundCall) (res 
 		sctx, span = c.tracer.Start(ctx, c.startName(call.Method), s.startOpts...)
 	}
 	rec := span.IsRecording()
-	var carrier metaCarrier
-	if c.protocol != JSONRPC {
+	// The carrier is made only when there is something to write: handed
+	// to the propagator it escapes, and a request that is not traced
+	// (a sampler dropped it, no caller's context) would pay for it.
+	carrier := noCarrier
+	if c.protocol != JSONRPC && (trace.SpanContextFromContext(sctx).IsValid() || baggage.FromContext(sctx).Len() > 0) {
 		// Without a span of our own this is the caller's trace context
-		// (tracing off here: it passes through), or nothing.
-		c.prop.Inject(sctx, &carrier)
+		// (tracing off here: it passes through).
+		carrier = new(metaCarrier)
+		c.prop.Inject(sctx, carrier)
 	}
 	var raw []byte
 	if len(carrier.keys) > 0 || ((rec || measure) && c.protocol != JSONRPC) {
@@ -742,7 +751,7 @@ func (cc *clientChain) invoke(ctx context.Context, call *rpc.OutboundCall) (res 
 		}
 	}
 	if len(carrier.keys) > 0 && raw != nil {
-		if out, ierr := injectValid(raw, &carrier, c.fields); ierr == nil {
+		if out, ierr := injectValid(raw, carrier, c.fields); ierr == nil {
 			call.Params = json.RawMessage(out)
 		}
 	}

@@ -50,3 +50,10 @@ func BenchmarkClientMiddlewareDropSampler(b *testing.B) {
 	benchClientEcho(b, telemetry.ClientMiddleware(&telemetry.Options{
 		TracerProvider: tp, Sampler: never, MeterProvider: metricnoop.NewMeterProvider()}))
 }
+
+// Tracing off on the serving side: the middleware over the no-op
+// providers (it hands incoming trace context on, allocation-free).
+func BenchmarkServerMiddlewareOff(b *testing.B) {
+	benchEcho(b, benchParams, telemetry.ServerMiddleware(&telemetry.Options{
+		TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}))
+}
