@@ -131,21 +131,25 @@ func (r *run) tracingReport() string {
 	return b.String()
 }
 
-// tracingGoals adds the overhead targets to the goals table.
+// tracingGoals adds the overhead targets (guarantee O5) to the goals
+// table. They are judged in-process, sequentially: the subprocess rows'
+// round trips are dominated by the scheduler's wake-ups on a shared
+// machine (their ranges span an order of magnitude), which no 2 % target
+// can be read through; the allocations are exact.
 func (r *run) tracingGoals(row func(goal, measured string, met bool)) {
 	allocs := func(s sample) float64 { return s.allocs }
-	for _, p := range []struct{ traced, plain string }{{"agentwire-traced-off", "agentwire"}, {"agentwire-mcp-traced-off", "agentwire-mcp"}} {
-		seq, ok1 := r.pairRatio(p.traced, p.plain, "subprocess", "sequential")
-		ta, pa := r.samples[key{p.traced, "in-process", "sequential"}], r.samples[key{p.plain, "in-process", "sequential"}]
-		if !ok1 || len(ta) == 0 || len(pa) == 0 {
-			continue
+	check := func(traced, plain string, bound float64) {
+		seq, ok := r.pairRatio(traced, plain, "in-process", "sequential")
+		ta, pa := r.samples[key{traced, "in-process", "sequential"}], r.samples[key{plain, "in-process", "sequential"}]
+		if !ok || len(ta) == 0 || len(pa) == 0 {
+			return
 		}
 		added := medianOf(ta, allocs) - medianOf(pa, allocs)
-		row(fmt.Sprintf("%s: ≥ 0.98× %s and no allocation added", p.traced, p.plain), fmt.Sprintf("%.3f×, %+.1f allocations", seq, added), seq >= 0.98 && added <= 0)
+		row(fmt.Sprintf("%s: ≥ %.2f× %s and no allocation added (in-process)", traced, bound, plain),
+			fmt.Sprintf("%.3f×, %+.1f allocations", seq, added), seq >= bound && added <= 0)
 	}
-	for _, p := range []struct{ traced, plain string }{{"agentwire-traced-drop", "agentwire"}, {"agentwire-mcp-traced-drop", "agentwire-mcp"}} {
-		if seq, ok := r.pairRatio(p.traced, p.plain, "subprocess", "sequential"); ok {
-			row(fmt.Sprintf("%s: ≥ 0.95× %s", p.traced, p.plain), fmt.Sprintf("%.3f×", seq), seq >= 0.95)
-		}
-	}
+	check("agentwire-traced-off", "agentwire", 0.98)
+	check("agentwire-mcp-traced-off", "agentwire-mcp", 0.98)
+	check("agentwire-traced-drop", "agentwire", 0.95)
+	check("agentwire-mcp-traced-drop", "agentwire-mcp", 0.95)
 }

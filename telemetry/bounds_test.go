@@ -596,11 +596,8 @@ func TestOffCostsNothing(t *testing.T) {
 		t.Error("ClientMiddleware is nil with something on")
 	}
 
-	h := telemetry.ServerMiddleware(off)(rpc.HandlerFunc(func(context.Context, *rpc.Request) (any, error) { return nil, nil }))
-	req := &rpc.Request{ID: "1", Method: "tools/call", Params: json.RawMessage(`{"name":"echo","arguments":{}}`)}
-	ctx := context.Background()
-	if n := testing.AllocsPerRun(100, func() { h.Handle(ctx, req) }); n != 0 {
-		t.Errorf("ServerMiddleware over the no-op providers: %v allocations a request", n)
+	if telemetry.ServerMiddleware(off) != nil {
+		t.Error("ServerMiddleware over the no-op providers is not nil")
 	}
 }
 

@@ -203,17 +203,14 @@
 // decision may follow the parent's: parsing _meta, extracting and
 // starting the dropped span cost some 700 ns and six allocations.
 //
-// On the calling side, ClientMiddleware over the no-op TracerProvider
-// and metric/noop's MeterProvider (what Setup makes when nothing is
-// exported) is nil, which rpc and every agentwire list of
-// OutboundMiddleware skip: a client with tracing and metrics off pays
-// nothing. The passthrough of trace context through a process that does
-// not trace then stops at its outbound calls: a handler's context still
-// carries the remote parent of the request it serves (ServerMiddleware
-// over the no-op providers keeps that, at no allocation), but its calls'
-// _meta do not get it. A process that wants the caller's trace carried
-// on without tracing itself keeps metrics on (a MeterProvider that is
-// not metric/noop's).
+// Over the no-op TracerProvider and metric/noop's MeterProvider (what
+// Setup makes when nothing is exported) ServerMiddleware and
+// ClientMiddleware are nil, which rpc and every agentwire list of
+// middleware skip: a connection with tracing and metrics off pays nothing.
+// A process that does not trace then carries no caller's trace context
+// on to the calls it makes; one that wants that without tracing itself
+// keeps metrics on (a MeterProvider that is not metric/noop's), or uses a
+// TracerProvider whose sampler drops everything.
 //
 // # Relay
 //

@@ -450,6 +450,13 @@ func (s *side) measure(ctx context.Context, r *request, o outcome, d time.Durati
 // names, attributes and cost.
 func ServerMiddleware(o *Options) rpc.Middleware {
 	s := newSide(o, false)
+	if s.cfg.noTracing && s.cfg.noMetrics {
+		// Nothing to record: rpc composes nothing, and a connection pays
+		// nothing (the trace context a request carries would only reach
+		// calls made through a ClientMiddleware, which over the same
+		// providers is nil too).
+		return nil
+	}
 	return func(next rpc.Handler) rpc.Handler {
 		return &serverConn{s: s, next: next}
 	}
