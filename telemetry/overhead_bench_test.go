@@ -17,21 +17,7 @@ import (
 //	go test -run XXX -bench 'ClientMiddleware' -count 10 ./telemetry | benchstat -
 
 func benchClientEcho(b *testing.B, out ...rpc.OutboundMiddleware) {
-	echo := rpc.HandlerFunc(func(_ context.Context, r *rpc.Request) (any, error) { return r.Params, nil })
-	cl, sv := rpc.Pipe(echo, nil, &rpc.Options{Logger: quiet}, &rpc.Options{Logger: quiet, Outbound: out})
-	defer func() {
-		cl.Close()
-		sv.Close()
-		cl.Wait()
-		sv.Wait()
-	}()
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := cl.Call(ctx, "tools/call", benchParams); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchPipe(b, "tools/call", benchParams, nil, out)
 }
 
 func BenchmarkClientMiddlewareNone(b *testing.B) { benchClientEcho(b) }

@@ -23,8 +23,14 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func benchEcho(b *testing.B, params json.RawMessage, mw ...rpc.Middleware) {
+	benchPipe(b, "echo", params, mw, nil)
+}
+
+// benchPipe is an echo round trip over rpc.Pipe with mw on the serving
+// side and out on the calling side.
+func benchPipe(b *testing.B, method string, params json.RawMessage, mw []rpc.Middleware, out []rpc.OutboundMiddleware) {
 	echo := rpc.HandlerFunc(func(_ context.Context, r *rpc.Request) (any, error) { return r.Params, nil })
-	cl, sv := rpc.Pipe(echo, nil, &rpc.Options{Middleware: mw, Logger: quiet}, &rpc.Options{Logger: quiet})
+	cl, sv := rpc.Pipe(echo, nil, &rpc.Options{Middleware: mw, Logger: quiet}, &rpc.Options{Logger: quiet, Outbound: out})
 	defer func() {
 		cl.Close()
 		sv.Close()
@@ -34,7 +40,7 @@ func benchEcho(b *testing.B, params json.RawMessage, mw ...rpc.Middleware) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := cl.Call(ctx, "echo", params); err != nil {
+		if _, err := cl.Call(ctx, method, params); err != nil {
 			b.Fatal(err)
 		}
 	}
