@@ -74,7 +74,7 @@ func ExampleNewTimeout() {
 	// Output:
 	// handler: middleware: request timed out: stuck made no progress for 20ms (idle limit)
 	// client: jsonrpc error -32001: Request timed out (data: {"reason":"timeout","limit_ms":20,"kind":"idle"})
-	// {Timed:1 Running:0 IdleTimeouts:1 MaxTimeouts:0 Lingering:0}
+	// {Timed:1 Running:0 IdleTimeouts:1 MaxTimeouts:0 Lingering:0 OutboundTimeouts:0}
 }
 
 // One search at a time per connection, and status at most once a minute
