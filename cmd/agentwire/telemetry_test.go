@@ -87,11 +87,7 @@ func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	switch req.URL.Path {
 	case "/v1/metrics":
 		var ex colmetricspb.ExportMetricsServiceRequest
-		if err := proto.Unmarshal(b, &ex); err != nil {
-			r.mu.Lock()
-			r.bad = append(r.bad, err.Error())
-			r.mu.Unlock()
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		if !r.decode(w, b, &ex) {
 			return
 		}
 		r.mu.Lock()
@@ -114,11 +110,7 @@ func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	case "/v1/traces":
 		var ex coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(b, &ex); err != nil {
-			r.mu.Lock()
-			r.bad = append(r.bad, err.Error())
-			r.mu.Unlock()
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		if !r.decode(w, b, &ex) {
 			return
 		}
 		r.mu.Lock()
@@ -144,6 +136,19 @@ func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 	w.Write(out)
+}
+
+// decode unmarshals an export request into msg, or records why it could
+// not and answers 400.
+func (r *otlpReceiver) decode(w http.ResponseWriter, b []byte, msg proto.Message) bool {
+	if err := proto.Unmarshal(b, msg); err != nil {
+		r.mu.Lock()
+		r.bad = append(r.bad, err.Error())
+		r.mu.Unlock()
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
 }
 
 func attrString(kvs []*commonpb.KeyValue, key string) string {
