@@ -106,6 +106,12 @@ func (c *Conn) dispatch(msg *jsonrpc.Message, b *batch, note any) bool {
 	case b != nil || c.opts.InlineBudget < 0:
 		c.goRun(req)
 		return true
+	case c.push:
+		// The transport's goroutine waits for its message's answer; with
+		// no reader to hand over to, no watchdog, and two frames fewer
+		// under a long-lived handler.
+		c.run(req, true)
+		return true
 	default:
 		return c.runInline(req)
 	}
@@ -373,6 +379,7 @@ func (c *Conn) detach(req *Request) error {
 	c.streams++
 	next := c.freeSlotLocked()
 	req.lane = laneStream
+	req.note = nil // read by now; a stream should not keep it (Note)
 	c.mu.Unlock()
 	c.streamsOpened.Add(1)
 	if next != nil {

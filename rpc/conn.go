@@ -443,8 +443,13 @@ func (c *Conn) ReceiveDecoded(raw []byte, msg *jsonrpc.Message, note any) error 
 	if err := c.pushable(); err != nil {
 		return err
 	}
-	// Straight to handleMessage: handleLine's frame (a decoded Message)
-	// would stay on the stack of a long-lived handler for nothing.
+	// Straight to handleMessage, and a request straight to dispatch (all
+	// handleMessage would do with it): the frames under a long-lived
+	// handler stay on its stack for as long as it runs.
+	if msg.Kind == jsonrpc.KindRequest {
+		c.dispatch(msg, nil, note)
+		return nil
+	}
 	c.handleMessage(msg, raw, nil, note)
 	return nil
 }
@@ -673,13 +678,22 @@ func (c *Conn) run(req *Request, inline bool) {
 	result, err := c.call(req)
 	req.cancel(nil)
 	if req.ID == "" {
-		if err != nil {
-			c.opts.Logger.Debug("rpc: notification handler failed", "method", req.Method, "error", err)
-		}
-		c.forget(req)
+		c.notified(req, err)
 		return
 	}
 	c.answer(req, result, err, inline)
+}
+
+// notified ends a notification's handling. It is out of run's line, as
+// answer is, because run's frame stays on the stack of a long-lived
+// handler (an MCP listen stream lives on its HTTP request's goroutine).
+//
+//go:noinline
+func (c *Conn) notified(req *Request, err error) {
+	if err != nil {
+		c.opts.Logger.Debug("rpc: notification handler failed", "method", req.Method, "error", err)
+	}
+	c.forget(req)
 }
 
 func (c *Conn) call(req *Request) (result any, err error) {

@@ -146,6 +146,42 @@ func TestReceiveDecodedHandsTheNoteToTheHandler(t *testing.T) {
 	}
 }
 
+// A detached request lets go of its transport's note (Request.Note): a
+// handler reads it before it detaches, and a stream open for hours should
+// not keep what the transport decoded for its first instant.
+func TestADetachedRequestLetsGoOfItsNote(t *testing.T) {
+	var out collected
+	type learned struct{ era string }
+	var before, after any
+	h := rpc.HandlerFunc(func(_ context.Context, req *rpc.Request) (any, error) {
+		before = req.Note()
+		err := req.Detach()
+		after = req.Note()
+		return true, err
+	})
+	c := rpc.NewMessages(nil, &out, h, &rpc.Options{Logger: quiet})
+	raw := []byte(`{"jsonrpc":"2.0","id":1,"method":"listen","params":{}}`)
+	msg, err := jsonrpc.Decode(raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := &learned{era: "modern"}
+	if err := c.ReceiveDecoded(raw, &msg, note); err != nil {
+		t.Fatal(err)
+	}
+	c.EndInput()
+	c.Wait()
+	if before != note {
+		t.Errorf("Note before Detach = %v, want the transport's note", before)
+	}
+	if after != nil {
+		t.Errorf("Note after Detach = %v, want nil", after)
+	}
+	if got := out.lines(); len(got) != 1 || got[0] != `{"jsonrpc":"2.0","id":1,"result":true}` {
+		t.Errorf("written: %q", got)
+	}
+}
+
 // Options.Context is the parent of handler contexts: an HTTP request whose
 // client goes away cancels its handler.
 func TestContextEndsRunningHandlers(t *testing.T) {

@@ -72,7 +72,9 @@ type Request struct {
 // Note is what the transport handed over with the message
 // (Conn.ReceiveDecoded), nil otherwise: a transport that had to parse a
 // message to route it passes on what it learned, so the handler does not
-// parse it again.
+// parse it again. A handler reads it before it detaches: Detach lets go
+// of the note (Note is nil from then on), so that what the transport
+// decoded is not kept for as long as a stream is open.
 func (r *Request) Note() any { return r.note }
 
 // IsNotification reports whether no response is expected.
@@ -88,7 +90,8 @@ func (r *Request) Conn() *Conn { return r.conn }
 // until the handler returns. It returns ErrTooManyStreams when every stream
 // is taken; the handler should then return that error, which is answered
 // with -32000 (data.reason "too_many_streams"). Calling it again is a no-op;
-// a barrier cannot be detached.
+// a barrier cannot be detached. A detached request no longer holds its
+// Note.
 func (r *Request) Detach() error { return r.conn.detach(r) }
 
 // UnmarshalParams decodes Params into v. Invalid params are reported as
