@@ -494,6 +494,16 @@ func (ss *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 		}
 		return ss.legacy(ctx, req, &n.Params, n.Version)
 	}
+	return ss.handleOnStream(ctx, req)
+}
+
+// handleOnStream serves a request whose params no transport has parsed
+// (one read from a byte stream such as stdio or a socket). It is
+// out of Handle's line so that Handle's frame, under every listen stream
+// over HTTP, holds no RequestParams.
+//
+//go:noinline
+func (ss *session) handleOnStream(ctx context.Context, req *rpc.Request) (any, error) {
 	// On a stream this is the one place a request's era is decided: its
 	// _meta says modern, anything else is legacy (guarantee E1).
 	var p mcp.RequestParams
@@ -524,31 +534,19 @@ func (ss *session) notification(req *rpc.Request) {
 
 // ----- modern (2026-07-28) -----
 
+// modern serves a 2026-07-28 request. It only dispatches: a listen stream
+// keeps this frame on its stack for as long as it is open, so the work of
+// each method is in a function of its own (see listen).
 func (ss *session) modern(ctx context.Context, req *rpc.Request, p *mcp.RequestParams) (any, error) {
 	version, err := mcp.CheckModernMeta(p.Meta)
 	if err != nil {
 		return nil, err
 	}
-	s := ss.srv
 	switch req.Method {
 	case mcp.MethodDiscover:
-		r := map[string]any{
-			"supportedVersions": mcp.SupportedVersions(s.opts.Eras),
-			"capabilities":      s.capabilities(true),
-			"ttlMs":             s.opts.CacheTTL.Milliseconds(),
-			"cacheScope":        mcp.CacheScopePublic,
-		}
-		if s.opts.Instructions != "" {
-			r["instructions"] = s.opts.Instructions
-		}
-		return ss.modernResult(r), nil
+		return ss.discover(), nil
 	case mcp.MethodToolsList:
-		r, err := paged("tools", s.listToolsFor(version), p.Cursor, s.opts.PageSize)
-		if err != nil {
-			return nil, err
-		}
-		r["ttlMs"], r["cacheScope"] = s.opts.CacheTTL.Milliseconds(), mcp.CacheScopePublic
-		return ss.modernResult(r), nil
+		return ss.modernTools(p, version)
 	case mcp.MethodToolsCall:
 		return ss.callTool(ctx, req, p, version)
 	case mcp.MethodListen:
@@ -556,6 +554,41 @@ func (ss *session) modern(ctx context.Context, req *rpc.Request, p *mcp.RequestP
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
 		return ss.modernTasks(ctx, req, p.Meta)
 	}
+	return ss.modernOther(ctx, req, p, version)
+}
+
+//go:noinline
+func (ss *session) discover() map[string]any {
+	s := ss.srv
+	r := map[string]any{
+		"supportedVersions": mcp.SupportedVersions(s.opts.Eras),
+		"capabilities":      s.capabilities(true),
+		"ttlMs":             s.opts.CacheTTL.Milliseconds(),
+		"cacheScope":        mcp.CacheScopePublic,
+	}
+	if s.opts.Instructions != "" {
+		r["instructions"] = s.opts.Instructions
+	}
+	return ss.modernResult(r)
+}
+
+//go:noinline
+func (ss *session) modernTools(p *mcp.RequestParams, version string) (any, error) {
+	s := ss.srv
+	r, err := paged("tools", s.listToolsFor(version), p.Cursor, s.opts.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	r["ttlMs"], r["cacheScope"] = s.opts.CacheTTL.Milliseconds(), mcp.CacheScopePublic
+	return ss.modernResult(r), nil
+}
+
+// modernOther serves the features (resources, prompts, completions,
+// logging) and says why a method is not found.
+//
+//go:noinline
+func (ss *session) modernOther(ctx context.Context, req *rpc.Request, p *mcp.RequestParams, version string) (any, error) {
+	s := ss.srv
 	if res, err, ok := ss.feature(ctx, req, p, version); ok {
 		if err != nil {
 			return nil, err
@@ -627,39 +660,26 @@ func (ss *session) listen(ctx context.Context, req *rpc.Request, m *mcp.RequestM
 	}
 	defer st.close(ss.srv)
 	for {
+		// Each case's work is a call, so that this frame holds little
+		// more than the select itself.
 		select {
 		case <-st.changed:
-			// Changes that land before the next notification is sent are
-			// covered by it: the client lists the tools again anyway.
-			st.changed = ss.srv.toolsChanged()
-			if err := req.Notify(mcp.MethodToolsListChanged, st.onlyMeta); err != nil {
-				return nil, err
-			}
+			err = st.toolsChanged(ss.srv, req)
 		case <-st.prompts:
-			st.prompts = ss.srv.changedCh(kindPrompts)
-			if err := req.Notify("notifications/prompts/list_changed", st.onlyMeta); err != nil {
-				return nil, err
-			}
+			err = st.listChanged(ss.srv, req, kindPrompts)
 		case <-st.resources:
-			st.resources = ss.srv.changedCh(kindResources)
-			if err := req.Notify("notifications/resources/list_changed", st.onlyMeta); err != nil {
-				return nil, err
-			}
+			err = st.listChanged(ss.srv, req, kindResources)
 		case uri := <-st.updates:
-			if err := st.updated(req, uri); err != nil {
-				return nil, err
-			}
+			err = st.updated(req, uri)
 		case <-st.taskChanges:
-			if err := tellTasks(req, st.watch, st.subMeta()); err != nil {
-				return nil, err
-			}
+			err = tellTasks(req, st.watch, st.subMeta())
 		case <-req.Conn().InputDone():
 			return st.final(), nil
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), rpc.ErrCancelledByPeer) {
-				return nil, ctx.Err() // silenced: nothing more is written
-			}
-			return st.final(), nil
+			return st.ended(ctx)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 }
@@ -682,6 +702,39 @@ func (st *listenState) subMeta() json.RawMessage {
 
 func (st *listenState) final() any {
 	return map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": st.subMeta()}
+}
+
+// toolsChanged tells the stream the tools changed. Changes that land
+// before the notification is sent are covered by it: the client lists the
+// tools again anyway.
+//
+//go:noinline
+func (st *listenState) toolsChanged(s *Server, req *rpc.Request) error {
+	st.changed = s.toolsChanged()
+	return req.Notify(mcp.MethodToolsListChanged, st.onlyMeta)
+}
+
+//go:noinline
+func (st *listenState) listChanged(s *Server, req *rpc.Request, k string) error {
+	method := "notifications/prompts/list_changed"
+	if k == kindResources {
+		method = "notifications/resources/list_changed"
+		st.resources = s.changedCh(kindResources)
+	} else {
+		st.prompts = s.changedCh(kindPrompts)
+	}
+	return req.Notify(method, st.onlyMeta)
+}
+
+// ended is the answer of a stream whose context ended: none when the
+// client cancelled it (nothing more is written), else the final result.
+//
+//go:noinline
+func (st *listenState) ended(ctx context.Context) (any, error) {
+	if errors.Is(context.Cause(ctx), rpc.ErrCancelledByPeer) {
+		return nil, ctx.Err()
+	}
+	return st.final(), nil
 }
 
 //go:noinline
@@ -726,35 +779,84 @@ func (ss *session) openListen(ctx context.Context, req *rpc.Request, m *mcp.Requ
 		return nil, err
 	}
 	st.onlyMeta = json.RawMessage(`{"_meta":{"` + mcp.MetaSubscriptionID + `":` + string(req.ID) + `}}`)
-	honored := map[string]any{}
+	var honored honoredListen
 	if p.Notifications.ToolsListChanged {
-		honored["toolsListChanged"] = true
+		honored.tools = true
 		st.changed = ss.srv.toolsChanged()
 	}
 	if p.Notifications.PromptsListChanged && ss.srv.hasPrompts() {
-		honored["promptsListChanged"] = true
+		honored.prompts = true
 		st.prompts = ss.srv.changedCh(kindPrompts)
 	}
 	if ss.srv.hasResources() {
 		if p.Notifications.ResourcesListChanged {
-			honored["resourcesListChanged"] = true
+			honored.resources = true
 			st.resources = ss.srv.changedCh(kindResources)
 		}
 		if len(p.Notifications.ResourceSubscriptions) > 0 {
-			honored["resourceSubscriptions"] = p.Notifications.ResourceSubscriptions
+			honored.subscriptions = p.Notifications.ResourceSubscriptions
 			st.subscriptions = p.Notifications.ResourceSubscriptions
 			st.updates = ss.srv.watchUpdates()
 		}
 	}
 	if watch != nil {
 		st.taskChanges = watch.ready
-		honored["taskIds"] = taskIDs
+		honored.tasks, honored.taskIDs = true, taskIDs
 	}
-	if err := req.Notify(mcp.MethodAcknowledged, map[string]any{"_meta": st.subMeta(), "notifications": honored}); err != nil {
+	if err := req.Notify(mcp.MethodAcknowledged, honored.ack(st.subMeta())); err != nil {
 		st.close(ss.srv)
 		return nil, err
 	}
 	return st, nil
+}
+
+// honoredListen is what a listen stream's acknowledgment says it honours.
+type honoredListen struct {
+	tools, prompts, resources, tasks bool
+	subscriptions, taskIDs           []string
+}
+
+// ack encodes the acknowledgment's params, {"_meta":…,"notifications":…},
+// with its members in the order encoding/json gives a map's: every
+// listen stream sends one, and a map of maps through encoding/json was
+// most of what opening one allocated.
+func (h *honoredListen) ack(subMeta json.RawMessage) json.RawMessage {
+	b := make([]byte, 0, 64+len(subMeta))
+	b = append(b, `{"_meta":`...)
+	b = append(b, subMeta...)
+	b = append(b, `,"notifications":{`...)
+	first := true
+	member := func(key string) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(append(append(b, '"'), key...), `":`...)
+	}
+	list := func(key string, v []string) {
+		member(key)
+		enc, _ := json.Marshal(v) // strings: cannot fail
+		b = append(b, enc...)
+	}
+	if h.prompts {
+		member("promptsListChanged")
+		b = append(b, "true"...)
+	}
+	if len(h.subscriptions) > 0 {
+		list("resourceSubscriptions", h.subscriptions)
+	}
+	if h.resources {
+		member("resourcesListChanged")
+		b = append(b, "true"...)
+	}
+	if h.tasks {
+		list("taskIds", h.taskIDs)
+	}
+	if h.tools {
+		member("toolsListChanged")
+		b = append(b, "true"...)
+	}
+	return append(b, "}}"...)
 }
 
 // feature serves the methods both eras share beyond tools: resources,
