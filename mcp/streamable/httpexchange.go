@@ -44,9 +44,13 @@ type exchange struct {
 	r    *http.Request
 	w    http.ResponseWriter
 	conn *rpc.Conn
-	msg  jsonrpc.Message // the body, decoded once
-	note mcp.Routed      // what the route learned; handed to the handler
-	id   *auth.Identity  // the verified caller (Options.Protect)
+	// in is the body decoded once and what the route learned of it. A
+	// stateless exchange lets go of it as its handler starts: the
+	// handler keeps what it needs (its rpc.Request, which drops the note
+	// when the handler detaches), and an open listen stream keeps its
+	// exchange for as long as it is open.
+	in *inbound
+	id *auth.Identity // the verified caller (Options.Protect)
 	// wstate holds, in one word (an exchange fits a size class), what
 	// the exchange's writing and those ending it tell each other:
 	// wWriting while sendLocked writes to the client, wStopped once
@@ -75,8 +79,24 @@ type exchange struct {
 	// canSSE: the client takes an event stream. Set once, before the
 	// exchange is shared (open); here, where it costs no room.
 	canSSE  bool
+	modern  bool // in.note.Era == mcp.Modern, kept once in is let go
 	pw      pieceWriter
 	headers sync.WaitGroup // the helper that writes the stream's headers
+}
+
+// inbound is a POST's message, decoded once (msg's slices point into the
+// body), and the note its route hands the handler.
+type inbound struct {
+	msg  jsonrpc.Message
+	note mcp.Routed
+}
+
+// inbound returns ex.in, made on first use.
+func (ex *exchange) inbound() *inbound {
+	if ex.in == nil {
+		ex.in = &inbound{}
+	}
+	return ex.in
 }
 
 // exchangeExtra is what few exchanges need, kept apart, since an open
@@ -149,10 +169,21 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, body []byte, 
 	if !h.open(w, r, ex, accept) {
 		return
 	}
-	defer h.running.Done()
-	// The handler runs here and answers through WriteMessage.
-	ex.conn.ReceiveDecoded(body, &ex.msg, &ex.note)
+	// The handler runs here and answers through WriteMessage. What
+	// follows is a function of its own: a listen stream's handler runs
+	// for as long as the stream is open, with this frame under it.
+	in := ex.in
+	ex.in = nil
+	ex.conn.ReceiveDecoded(body, &in.msg, &in.note)
+	h.endExchange(w, r, ex)
+}
 
+// endExchange waits for the exchange's handler when it has not answered,
+// makes sure a response was written, and forgets the exchange.
+//
+//go:noinline
+func (h *Handler) endExchange(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	defer h.running.Done()
 	ex.conn.EndInput()
 	if !ex.done.Load() {
 		// Not answered by its handler: it waits in the admission queue,
@@ -209,7 +240,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, ex *exchange, acc
 	if ex.id != nil {
 		ctx = auth.WithIdentity(ctx, ex.id)
 	}
-	ex.conn = h.conns.NewMessages(ctx, nil, ex, h.backend.ExchangeHandler(&ex.note))
+	ex.conn = h.conns.NewMessages(ctx, nil, ex, h.backend.ExchangeHandler(&ex.in.note))
 
 	h.mu.Lock()
 	if h.draining {
@@ -260,7 +291,7 @@ func (ex *exchange) WriteMessage(m *rpc.Outbound) error {
 		}
 		status := http.StatusOK
 		if m.Kind == jsonrpc.KindError && m.Error != nil {
-			status = statusFor(m.Error.Code, ex.note.Era == mcp.Modern)
+			status = statusFor(m.Error.Code, ex.modern)
 		}
 		hdr := ex.w.Header()
 		hdr["Content-Type"] = jsonContentType

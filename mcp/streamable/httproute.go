@@ -26,20 +26,21 @@ import (
 //go:noinline
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte, accept acceptable, place *slot) bool {
 	var err error
-	if ex.msg, err = jsonrpc.Decode(body, nil); err != nil {
+	in := ex.inbound()
+	if in.msg, err = jsonrpc.Decode(body, nil); err != nil {
 		var de *jsonrpc.DecodeError
 		errors.As(err, &de)
 		httpError(w, http.StatusBadRequest, jsonrpc.ID(de.ID), de.Code, de.Error(), nil)
 		return false
 	}
-	msg := &ex.msg
+	msg := &in.msg
 	if msg.Kind == jsonrpc.KindBatch {
 		httpError(w, http.StatusBadRequest, "", jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a single JSON-RPC message, not a batch", nil)
 		return false
 	}
 
 	id := jsonrpc.ID(msg.ID)
-	p := &ex.note.Params
+	p := &in.note.Params
 	if !parseParams(w, id, msg.Params, p) {
 		return false
 	}
@@ -62,7 +63,8 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, bo
 			map[string]any{"supported": mcp.SupportedVersions(h.eras), "requested": version})
 		return false
 	}
-	ex.note.Era, ex.note.Version = era, version
+	in.note.Era, in.note.Version = era, version
+	ex.modern = era == mcp.Modern
 
 	if ex.session() != nil && msg.Kind != jsonrpc.KindRequest {
 		// Into the session's connection: notifications/initialized

@@ -440,27 +440,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveSSE(w, r) // the 2024-11-05 HTTP+SSE transport (httpsse.go)
 		return
 	}
-	// Every response is written under the no-progress deadline; the
-	// exchange renews it for each write of a longer one. The last one
-	// stays for net/http's final flush, after which net/http lifts it.
 	// The exchange is made now: its deadlines are set from here on.
 	ex := &exchange{w: w}
-	now := time.Now() // once: the clock is read for every request
-	if h.opts.WriteTimeout > 0 {
-		ex.ctl().SetWriteDeadline(now.Add(h.opts.WriteTimeout))
-	}
+	now := h.startWriting(ex)
 	// Each step is a function of its own whose frame is gone before the
 	// next runs: a listen stream lives on this goroutine's stack for as
 	// long as it is open, and a stack that stays within its first 8 KiB
-	// is half the memory of one that grew.
+	// is half the memory of one that grew. (TestAnIdleListenStreamKeepsASmallStack
+	// in cmd/agentwire holds it there.)
 	accept, ok := h.gate(w, r)
 	if !ok {
 		return
 	}
-	place, ok := h.limits.enter()
+	place, ok := h.admit(w, r)
 	if !ok {
-		h.limits.refused(refBusy, "limit", h.opts.MaxInFlight, "remote", r.RemoteAddr)
-		h.unavailable(w, r, "too many requests in flight")
 		return
 	}
 	defer place.leave()
@@ -490,6 +483,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		h.exchange(w, r, body, ex, accept)
 	}
+}
+
+// startWriting puts the response under the no-progress deadline and
+// returns the time the request is served from. Every response is written
+// under that deadline; the exchange renews it for each write of a longer
+// one. The last one stays for net/http's final flush, after which
+// net/http lifts it. The clock is read once per request.
+//
+//go:noinline
+func (h *Handler) startWriting(ex *exchange) time.Time {
+	now := time.Now()
+	if h.opts.WriteTimeout > 0 {
+		ex.ctl().SetWriteDeadline(now.Add(h.opts.WriteTimeout))
+	}
+	return now
+}
+
+// admit takes the request's place among those in flight, or answers 503.
+//
+//go:noinline
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*slot, bool) {
+	place, ok := h.limits.enter()
+	if !ok {
+		h.limits.refused(refBusy, "limit", h.opts.MaxInFlight, "remote", r.RemoteAddr)
+		h.unavailable(w, r, "too many requests in flight")
+	}
+	return place, ok
 }
 
 // gate checks what can be checked before a request is admitted: path,

@@ -378,7 +378,7 @@ func (h *Handler) since() time.Duration { return time.Since(h.epoch) }
 // could be evicted (503 answered). Its record keeps the initialize once
 // it is answered successfully.
 func (t *sessionTable) mint(w http.ResponseWriter, r *http.Request, ex *exchange) *httpSession {
-	s := t.newSession(randomID(16), ex.id.Owner(), ex.id, ex.note.Version)
+	s := t.newSession(randomID(16), ex.id.Owner(), ex.id, ex.in.note.Version)
 	if t.insert(w, r, s, false) != inserted {
 		return nil
 	}
@@ -1383,7 +1383,7 @@ func resultVersion(m *rpc.Outbound) string {
 // Called with wmu and ex.mu held.
 func (s *httpSession) primeLocked(ex *exchange) {
 	t := s.t
-	if !t.resumable || ex.x.st == nil || !primes(ex.note.Version) {
+	if !t.resumable || ex.x.st == nil || !primes(ex.in.note.Version) {
 		return
 	}
 	s.mu.Lock()
@@ -1426,7 +1426,7 @@ func eventHead(eid string) []byte {
 // message's, which the session supplies when MCP-Protocol-Version is
 // absent.
 func (h *Handler) sessionRoute(w http.ResponseWriter, r *http.Request, ex *exchange, hasHeader bool, version *string) bool {
-	msg := &ex.msg
+	msg := &ex.in.msg
 	isInit := msg.Kind == jsonrpc.KindRequest && methodOf(msg) == mcp.MethodInitialize
 	sid, hasSID := headerValue(r.Header, mcp.HeaderSessionID)
 	switch {
@@ -1473,7 +1473,7 @@ func (h *Handler) sessionGone(w http.ResponseWriter, r *http.Request) {
 // into the session's connection, then 202.
 func (h *Handler) sessionMessage(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte) {
 	s := ex.x.sess
-	msg := &ex.msg
+	msg := &ex.in.msg
 	if msg.Kind != jsonrpc.KindNotification {
 		h.sess.use(r.Context(), s)
 		// An answer to a request of the server's, under the id the
@@ -1500,7 +1500,7 @@ func (h *Handler) sessionMessage(w http.ResponseWriter, r *http.Request, ex *exc
 		json.Unmarshal(msg.Params, &p)
 		cancelled = string(p.RequestID)
 	}
-	if s.conn.ReceiveDecoded(body, msg, &ex.note) != nil {
+	if s.conn.ReceiveDecoded(body, msg, &ex.in.note) != nil {
 		h.sessionGone(w, r)
 		return
 	}
@@ -1534,10 +1534,10 @@ func (h *Handler) sessionExchange(w http.ResponseWriter, r *http.Request, body [
 		t.use(r.Context(), x.sess)
 	}
 	s := x.sess
-	rid := string(ex.msg.ID)
+	rid := string(ex.in.msg.ID)
 	st := &sseStream{id: randomID(8), req: rid, sse: accept.sse, init: x.mint, conn: ex}
 	if t.opts.Store != nil {
-		st.keep = recordableOf(&ex.msg) // kept once answered successfully
+		st.keep = recordableOf(&ex.in.msg) // kept once answered successfully
 	}
 	x.st = st
 	x.end = make(chan struct{})
@@ -1567,7 +1567,7 @@ func (h *Handler) sessionExchange(w http.ResponseWriter, r *http.Request, body [
 	defer h.running.Done()
 
 	stop := context.AfterFunc(r.Context(), func() { s.clientGone(ex, st, rid) })
-	if err := s.conn.ReceiveDecoded(body, &ex.msg, &ex.note); err != nil {
+	if err := s.conn.ReceiveDecoded(body, &ex.in.msg, &ex.in.note); err != nil {
 		ex.mu.Lock()
 		x.pushFailed = true
 		ex.mu.Unlock()
@@ -1733,7 +1733,8 @@ func (h *Handler) serveSessionMethod(w http.ResponseWriter, r *http.Request, ex 
 		version = s.version
 		s.mu.Unlock()
 	}
-	ex.note.Era, ex.note.Version = mcp.Legacy, version
+	in := ex.inbound()
+	in.note.Era, in.note.Version = mcp.Legacy, version
 	if s.streams.Add(1) > int32(h.sess.opts.MaxStreamsPerSession) {
 		s.streams.Add(-1)
 		h.limits.refused(refSessionStreams, "limit", h.sess.opts.MaxStreamsPerSession, "remote", r.RemoteAddr)

@@ -241,15 +241,59 @@ func TestRegressionSurfaceStandaloneStreamIgnoresConnectDeadline(t *testing.T) {
 	}
 }
 
-// An open subscriptions/listen stream keeps its exchange: it is kept in the
-// 640-byte size class (with the allocator's 8-byte header). The
-// regression this pins: an exchange of 680 bytes that kept a copy of the
-// response controller and the bookkeeping of server requests almost no
-// exchange sends. (Its decoded message stays in it: on the request's
-// stack it grew an open stream's goroutine to 16 KiB.)
-func TestAnExchangeFitsThe640ByteSizeClass(t *testing.T) {
-	if n := unsafe.Sizeof(exchange{}); n > 632 {
-		t.Fatalf("an exchange is %d bytes, over 632", n)
+// An open subscriptions/listen stream keeps its exchange, so the exchange
+// is small: the decoded message and the route's note are apart (inbound),
+// let go of once the handler runs. The regressions this pins: an exchange
+// of 680 bytes that kept a copy of the response controller and the
+// bookkeeping of server requests almost no exchange sends, then one of
+// 632 that kept its decoded message for as long as a stream was open.
+func TestAnExchangeFitsThe160ByteSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(exchange{}); n > 160 {
+		t.Fatalf("an exchange is %d bytes, over 160", n)
+	}
+}
+
+// An open listen stream keeps neither its decoded request nor the route's
+// note: the exchange lets go of them as the handler starts, and the
+// request drops its note when the handler detaches (rpc.Request.Detach).
+// What is left per stream is what a stream needs.
+func TestAnOpenListenStreamLetsGoOfItsDecodedRequest(t *testing.T) {
+	h := NewHandler(h7Server(nil), &Options{KeepAlive: -1})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"toolsListChanged":true}}}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no acknowledgment: %v", err)
+		}
+		if strings.Contains(line, mcp.MethodAcknowledged) {
+			break
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.exchanges) != 1 {
+		t.Fatalf("%d exchanges open, want the stream's", len(h.exchanges))
+	}
+	for ex := range h.exchanges {
+		ex.mu.Lock()
+		in := ex.in
+		ex.mu.Unlock()
+		if in != nil {
+			t.Errorf("the open stream's exchange still holds its decoded request (%d bytes)", unsafe.Sizeof(*in))
+		}
 	}
 }
 
