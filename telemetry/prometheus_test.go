@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
 
@@ -124,6 +125,15 @@ func TestPrometheusScrape(t *testing.T) {
 		if !reasons[r] {
 			t.Errorf("no refusals series with reason %q: %v", r, reasons)
 		}
+	}
+
+	// The runtime's and the process's own families are in the exposition.
+	if g := metFamily(t, fams, "go_goroutines", dto.MetricType_GAUGE); g.Metric[0].GetGauge().GetValue() < 1 {
+		t.Errorf("go_goroutines = %v", g.Metric[0].GetGauge().GetValue())
+	}
+	metFamily(t, fams, "go_memstats_stack_inuse_bytes", dto.MetricType_GAUGE)
+	if runtime.GOOS == "linux" {
+		metFamily(t, fams, "process_resident_memory_bytes", dto.MetricType_GAUGE)
 	}
 
 	shut := metFamily(t, fams, "agentwire_process_shutdowns_total", dto.MetricType_COUNTER)

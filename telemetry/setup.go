@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -44,7 +45,8 @@ type SetupOptions struct {
 	// URL); none set, nothing is exported.
 	OTLP string
 	// Prometheus also makes a Prometheus exposition handler
-	// (Setup.Prometheus) over a registry of its own.
+	// (Setup.Prometheus) over a registry of its own, which also holds the
+	// Go runtime's and the process's metrics (go_*, process_*).
 	Prometheus bool
 	// Getenv reads the environment. Nil: os.Getenv. Tests pass their own.
 	Getenv func(string) string
@@ -170,6 +172,10 @@ func Start(ctx context.Context, o SetupOptions) (*Setup, error) {
 		// A registry of its own, never the default one: the exposition has
 		// exactly this provider's metrics, and two Setups do not collide.
 		reg := prometheus.NewRegistry()
+		// The Go runtime's and the process's own metrics (go_*, process_*:
+		// goroutines, stacks, heap, GC, resident memory, descriptors), which
+		// an operator reads beside agentwire's when a process grows.
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 		if err != nil {
 			s.shutdownAll(ctx)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -475,7 +476,45 @@ type serverConn struct {
 	session atomic.Pointer[[2]string]
 }
 
+// Handle keeps little in its own frame: a subscriptions/listen stream
+// runs its handler under it for as long as the stream is open, on a stack
+// that must stay in its first size (the CLI's
+// TestAnIdleListenStreamKeepsASmallStack). What a traced or measured
+// request needs is in a pooled serverCall, and the work before and after
+// the handler in functions of their own.
 func (h *serverConn) Handle(ctx context.Context, req *rpc.Request) (result any, err error) {
+	sctx, span, call := h.begin(ctx, req)
+	if call == nil {
+		// Nothing to attribute or measure (the sampler dropped the span):
+		// the handler runs with the span's context, and that is all.
+		result, err = h.next.Handle(sctx, req)
+		h.endUnobserved(span, req, result, err)
+		return result, err
+	}
+	defer h.end(ctx, call, req, &result, &err)
+	result, err = h.next.Handle(sctx, req)
+	call.returned = true
+	return result, err
+}
+
+// serverCall is what a traced or measured request keeps while its
+// handler runs.
+type serverCall struct {
+	r        request
+	span     trace.Span
+	start    time.Time
+	rec      bool // the span records
+	measure  bool // the duration is recorded
+	returned bool // the handler returned (else it panicked)
+}
+
+var serverCalls = sync.Pool{New: func() any { return new(serverCall) }}
+
+// begin extracts the parent, starts the span and, when the request is
+// traced or measured, describes it in a serverCall (nil otherwise).
+//
+//go:noinline
+func (h *serverConn) begin(ctx context.Context, req *rpc.Request) (context.Context, trace.Span, *serverCall) {
 	s := h.s
 	c := s.cfg
 	measure := s.enabled(ctx)
@@ -501,50 +540,59 @@ func (h *serverConn) Handle(ctx context.Context, req *rpc.Request) (result any, 
 		sctx, span = c.tracer.Start(parent, c.startName(req.Method), s.startOpts...)
 	}
 	if !measure && (span == nil || !span.IsRecording()) {
-		// Nothing to attribute or measure (the sampler dropped the span):
-		// the handler runs with the span's context, and that is all.
-		result, err = h.next.Handle(sctx, req)
-		if span != nil {
-			span.End()
-		}
-		if req.Method == methodInitialize && err == nil && c.protocol == MCP {
-			h.learnVersion(result)
-		}
-		return result, err
+		return sctx, span, nil
 	}
 	if span == nil {
 		span = noSpan
 	}
-	rec := span.IsRecording()
-	rq := c.newRequest(req.Method, req.ID)
-	r := &rq
-	h.describe(ctx, r, req, note, rec)
-	if rec {
-		h.startAttributes(ctx, parent, span, r)
+	call := serverCalls.Get().(*serverCall)
+	*call = serverCall{r: c.newRequest(req.Method, req.ID), span: span, start: start, rec: span.IsRecording(), measure: measure}
+	h.describe(ctx, &call.r, req, note, call.rec)
+	if call.rec {
+		h.startAttributes(ctx, parent, span, &call.r)
 	}
 	if s.active != nil {
 		s.active.Add(ctx, 1, s.activeSet)
 	}
-	done := false
+	return sctx, span, call
+}
+
+// endUnobserved ends a request neither traced nor measured.
+//
+//go:noinline
+func (h *serverConn) endUnobserved(span trace.Span, req *rpc.Request, result any, err error) {
+	if span != nil {
+		span.End()
+	}
+	if req.Method == methodInitialize && err == nil && h.s.cfg.protocol == MCP {
+		h.learnVersion(result)
+	}
+}
+
+// end records a traced or measured request's outcome. It is deferred, so
+// that a handler's panic, which goes on to rpc (answered -32603), is
+// recorded too.
+func (h *serverConn) end(ctx context.Context, call *serverCall, req *rpc.Request, result *any, err *error) {
 	defer func() {
-		if !done { // the handler panicked: rpc answers -32603
-			code := codeString(jsonrpc.CodeInternalError)
-			h.finish(ctx, span, rec, measure, r, start, outcome{code, code, "panic"})
-		}
+		*call = serverCall{} // nothing of the request stays in the pool
+		serverCalls.Put(call)
 	}()
-	result, err = h.next.Handle(sctx, req)
-	done = true
-	o := serverOutcome(r, result, err)
-	if req.Method == methodInitialize && err == nil && c.protocol == MCP {
-		if v := h.learnVersion(result); v != "" {
+	r := &call.r
+	if !call.returned {
+		code := codeString(jsonrpc.CodeInternalError)
+		h.finish(ctx, call.span, call.rec, call.measure, r, call.start, outcome{code, code, "panic"})
+		return
+	}
+	o := serverOutcome(r, *result, *err)
+	if req.Method == methodInitialize && *err == nil && h.s.cfg.protocol == MCP {
+		if v := h.learnVersion(*result); v != "" {
 			r.version = v
-			if rec {
-				span.SetAttributes(KeyMCPProtocolVersion.String(v))
+			if call.rec {
+				call.span.SetAttributes(KeyMCPProtocolVersion.String(v))
 			}
 		}
 	}
-	h.finish(ctx, span, rec, measure, r, start, o)
-	return result, err
+	h.finish(ctx, call.span, call.rec, call.measure, r, call.start, o)
 }
 
 // noSpan stands for the span not started (tracing off), where metrics

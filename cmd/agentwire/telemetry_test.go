@@ -472,7 +472,8 @@ func scrape(t *testing.T, url string) map[string]*familyView {
 			if h := m.GetHistogram(); h != nil {
 				count = h.GetSampleCount()
 			}
-			v.Series = append(v.Series, series{Labels: labels, Count: count})
+			value := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			v.Series = append(v.Series, series{Labels: labels, Count: count, Value: value})
 		}
 		out[name] = v
 	}
@@ -486,7 +487,8 @@ type familyView struct {
 
 type series struct {
 	Labels map[string]string
-	Count  uint64
+	Count  uint64  // a histogram's observations
+	Value  float64 // a gauge's or a counter's value
 }
 
 // family finds the family named name (an OpenTelemetry name as the
