@@ -481,7 +481,20 @@ func (t *httpTransport) readStandalone(ctx context.Context, body io.Reader, last
 }
 
 func isEventStream(resp *http.Response) bool {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return isEventStreamType(resp.Header.Get("Content-Type"))
+}
+
+// isEventStreamType reports whether a Content-Type is text/event-stream,
+// as mime.ParseMediaType reads it; the two values servers send are
+// settled without parsing (which makes a map for every answer).
+func isEventStreamType(ct string) bool {
+	switch ct {
+	case "text/event-stream":
+		return true
+	case "application/json":
+		return false
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
 	return mt == "text/event-stream"
 }
 
@@ -589,17 +602,6 @@ func (t *httpTransport) Close() process.ShutdownResult {
 	return process.ShutdownResult{}
 }
 
-// envelope is what the transport reads from params to mirror in headers.
-type envelope struct {
-	Meta *struct {
-		ProtocolVersion string `json:"io.modelcontextprotocol/protocolVersion"`
-	} `json:"_meta"`
-	Name      string                     `json:"name"`
-	URI       string                     `json:"uri"`
-	TaskID    string                     `json:"taskId"`
-	Arguments map[string]json.RawMessage `json:"arguments"`
-}
-
 // LearnTools remembers which tool arguments travel in Mcp-Param- headers
 // ("clients MUST support" x-mcp-header).
 func (t *httpTransport) LearnTools(tools []mcp.Tool) {
@@ -619,10 +621,17 @@ func (t *httpTransport) KnowsTool(name string) bool {
 
 // setParamHeaders mirrors annotated arguments: strings as they are (or
 // base64 when they must be), integers in decimal, booleans as true/false.
-func (t *httpTransport) setParamHeaders(h http.Header, tool string, args map[string]json.RawMessage) {
+func (t *httpTransport) setParamHeaders(h http.Header, tool string, rawArgs []byte) {
 	t.mu.Lock()
 	params := t.toolHeaders[tool]
 	t.mu.Unlock()
+	if len(params) == 0 {
+		return
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(rawArgs, &args) != nil {
+		return
+	}
 	for path, name := range params {
 		raw := mcp.ArgAt(args, path)
 		if len(raw) == 0 || string(raw) == "null" {
@@ -642,10 +651,21 @@ func (t *httpTransport) setParamHeaders(h http.Header, tool string, args map[str
 	}
 }
 
+// The request headers every POST carries, shared: net/http only reads a
+// request's header values, and a slice at its capacity is copied by
+// anyone who appends to it (Header.Add).
+var (
+	postContentType = []string{"application/json"}
+	postAccept      = []string{"application/json, text/event-stream"}
+)
+
+// setHeaders sets a POST's headers; a modern request's mirror its params
+// (Request Metadata), read with the same exact-key walk the server uses
+// (mcp.ParseRequestParams), not decoded again.
 func (t *httpTransport) setHeaders(req *http.Request, method string, params []byte) {
 	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json, text/event-stream")
+	h["Content-Type"] = postContentType[:1:1]
+	h["Accept"] = postAccept[:1:1]
 	for k, v := range t.opts.Header {
 		h[k] = v
 	}
@@ -658,37 +678,48 @@ func (t *httpTransport) setHeaders(req *http.Request, method string, params []by
 	if sid != "" {
 		h.Set(mcp.HeaderSessionID, sid)
 	}
-	var env envelope
+	var p mcp.RequestParams
 	if len(params) > 0 {
-		json.Unmarshal(params, &env)
+		mcp.ParseRequestParams(params, &p)
 	}
-	if env.Meta != nil && env.Meta.ProtocolVersion != "" {
-		// A modern request: the headers mirror the body (Request
-		// Metadata).
-		h.Set(mcp.HeaderProtocolVersion, env.Meta.ProtocolVersion)
-		if method != "" {
-			h.Set(mcp.HeaderMethod, method)
+	modern := ""
+	if p.Meta != nil {
+		modern, _ = jsonrpc.StringValue(p.Meta.ProtocolVersion)
+	}
+	if modern == "" {
+		if version != "" {
+			h.Set(mcp.HeaderProtocolVersion, version)
 		}
-		switch method {
-		case mcp.MethodToolsCall, "prompts/get":
-			if env.Name != "" {
-				h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(env.Name))
-			}
-			if method == mcp.MethodToolsCall {
-				t.setParamHeaders(h, env.Name, env.Arguments)
-			}
-		case "resources/read":
-			if env.URI != "" {
-				h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(env.URI))
-			}
-		case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-			// The tasks extension's routing header (SEP-2663).
-			if env.TaskID != "" {
-				h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(env.TaskID))
-			}
+		return
+	}
+	h.Set(mcp.HeaderProtocolVersion, modern)
+	if method != "" {
+		h.Set(mcp.HeaderMethod, method)
+	}
+	named := func(raw []byte) {
+		if v, _ := jsonrpc.StringValue(raw); v != "" {
+			h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(v))
 		}
-	} else if version != "" {
-		h.Set(mcp.HeaderProtocolVersion, version)
+	}
+	switch method {
+	case mcp.MethodToolsCall, "prompts/get":
+		named(p.Name)
+		if method == mcp.MethodToolsCall {
+			name, _ := jsonrpc.StringValue(p.Name)
+			t.setParamHeaders(h, name, p.Arguments)
+		}
+	case "resources/read":
+		named(p.URI)
+	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
+		// The tasks extension's routing header (SEP-2663).
+		var taskID []byte
+		jsonrpc.EachMember(params, func(key, value []byte) bool {
+			if string(key) == "taskId" {
+				taskID = value
+			}
+			return true
+		})
+		named(taskID)
 	}
 }
 
@@ -924,9 +955,8 @@ func (t *httpTransport) once(ctx context.Context, method string, params any, onI
 			t.mu.Unlock()
 		}
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	var res json.RawMessage
-	if mt == "text/event-stream" {
+	if isEventStream(resp) {
 		res, err = t.readStream(ctx, resp.Body, id)
 	} else {
 		var body []byte

@@ -1,0 +1,59 @@
+package streamable
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/agentwire/agentwire/mcp"
+)
+
+// The headers of a POST mirror its params as the server reads them: exact
+// keys, JSON strings decoded (escapes included), nothing for a legacy
+// request but its version. They are read with the server's own walk of
+// the params (mcp.ParseRequestParams), not decoded again by encoding/json.
+func TestPostHeadersMirrorTheParamsAsTheServerReadsThem(t *testing.T) {
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+	cases := []struct {
+		name, method, params string
+		legacyVersion        string
+		want                 map[string]string // "" means absent
+	}{
+		{"tools/call", "tools/call", `{` + meta + `,"name":"ech\u006f","arguments":{"text":"x"}}`, "",
+			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}},
+		{"a key only equal under case folding is not the name", "tools/call", `{` + meta + `,"name":"echo","Name":"other"}`, "",
+			map[string]string{"Mcp-Name": "echo"}},
+		{"a non-ASCII name is encoded", "prompts/get", `{` + meta + `,"name":"café"}`, "",
+			map[string]string{"Mcp-Name": mcp.EncodeHeaderValue("café")}},
+		{"resources/read", "resources/read", `{` + meta + `,"uri":"file:///a"}`, "",
+			map[string]string{"Mcp-Name": "file:///a", "Mcp-Method": "resources/read"}},
+		{"tasks/get", "tasks/get", `{` + meta + `,"taskId":"t-1"}`, "",
+			map[string]string{"Mcp-Name": "t-1"}},
+		{"legacy", "tools/call", `{"name":"echo"}`, "2025-11-25",
+			map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Method": "", "Mcp-Name": ""}},
+		{"a protocolVersion that is not a string is not modern", "tools/call", `{"_meta":{"io.modelcontextprotocol/protocolVersion":7},"name":"echo"}`, "",
+			map[string]string{"Mcp-Protocol-Version": "", "Mcp-Name": ""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := &httpTransport{version: c.legacyVersion}
+			req, _ := http.NewRequest(http.MethodPost, "http://example.invalid/mcp", nil)
+			tr.setHeaders(req, c.method, []byte(c.params))
+			if got := req.Header.Get("Content-Type"); got != "application/json" {
+				t.Errorf("Content-Type %q", got)
+			}
+			if got := req.Header.Get("Accept"); got != "application/json, text/event-stream" {
+				t.Errorf("Accept %q", got)
+			}
+			for k, want := range c.want {
+				if got := req.Header.Get(k); got != want {
+					t.Errorf("%s = %q, want %q", k, got, want)
+				}
+			}
+			// The shared values are not changed by a caller's Add.
+			req.Header.Add("Accept", "text/plain")
+			if postAccept[0] != "application/json, text/event-stream" || len(postAccept) != 1 {
+				t.Errorf("Header.Add changed the shared Accept value: %q", postAccept)
+			}
+		})
+	}
+}
