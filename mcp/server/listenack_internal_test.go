@@ -65,3 +65,53 @@ func ackMatchesEncodingJSON(t *testing.T, subMeta json.RawMessage, sameBytes boo
 		}
 	}
 }
+
+// FuzzListenAck holds the hand-encoded acknowledgment to encoding/json's
+// for any subscription URIs and task ids: valid JSON, and the same value.
+func FuzzListenAck(f *testing.F) {
+	f.Add(uint8(0xff), "file:///a", "é\u2028<>&", "t-1", `"id-1"`)
+	f.Add(uint8(0), "", "", "", `7`)
+	f.Add(uint8(0x15), "\xff\xfe", `q"\`, "\x00", `"\ud83d\ude00"`)
+	f.Fuzz(func(t *testing.T, mask uint8, sub1, sub2, task, id string) {
+		if !json.Valid([]byte(id)) {
+			return
+		}
+		subMeta := json.RawMessage(`{"io.modelcontextprotocol/subscriptionId":` + id + `}`)
+		h := honoredListen{tools: mask&1 != 0, prompts: mask&2 != 0, resources: mask&4 != 0, tasks: mask&8 != 0}
+		if mask&16 != 0 {
+			h.subscriptions = []string{sub1, sub2}
+		}
+		if mask&32 != 0 {
+			h.taskIDs = []string{task}
+		}
+		honored := map[string]any{}
+		if h.tools {
+			honored["toolsListChanged"] = true
+		}
+		if h.prompts {
+			honored["promptsListChanged"] = true
+		}
+		if h.resources {
+			honored["resourcesListChanged"] = true
+		}
+		if len(h.subscriptions) > 0 {
+			honored["resourceSubscriptions"] = h.subscriptions
+		}
+		if h.tasks {
+			honored["taskIds"] = h.taskIDs
+		}
+		want, err := json.Marshal(map[string]any{"_meta": subMeta, "notifications": honored})
+		if err != nil {
+			t.Skip(err)
+		}
+		got := h.ack(subMeta)
+		var g, w any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("not JSON: %s: %v", got, err)
+		}
+		json.Unmarshal(want, &w)
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("not the same JSON:\n got %s\nwant %s", got, want)
+		}
+	})
+}

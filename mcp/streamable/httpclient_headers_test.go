@@ -1,8 +1,11 @@
 package streamable
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentwire/agentwire/mcp"
 )
@@ -56,4 +59,45 @@ func TestPostHeadersMirrorTheParamsAsTheServerReadsThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzPostHeaders holds the headers a modern POST mirrors to what
+// encoding/json reads from the same params with exact keys (a map, last
+// key wins): the protocol version and the tool's name. Lone surrogate
+// escapes are left out (encoding/json turns them into U+FFFD).
+func FuzzPostHeaders(f *testing.F) {
+	f.Add(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{}}`)
+	f.Add(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28"},"name":"caf\u00e9","name":"x y"}`)
+	f.Add(`{"_meta":[],"name":"echo"}`)
+	f.Add(`{"_meta":{"io.modelcontextprotocol/protocolVersion":7},"Name":"a"}`)
+	f.Fuzz(func(t *testing.T, params string) {
+		if !utf8.ValidString(params) || !json.Valid([]byte(params)) || strings.Contains(strings.ToLower(params), `\ud`) {
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(params), &m) != nil {
+			return // not an object
+		}
+		version := ""
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(m["_meta"], &meta) == nil && meta != nil {
+			json.Unmarshal(meta["io.modelcontextprotocol/protocolVersion"], &version)
+		}
+		name := ""
+		json.Unmarshal(m["name"], &name)
+
+		tr := &httpTransport{}
+		req, _ := http.NewRequest(http.MethodPost, "http://example.invalid/mcp", nil)
+		tr.setHeaders(req, "tools/call", []byte(params))
+		if got := req.Header.Get("Mcp-Protocol-Version"); got != version {
+			t.Fatalf("Mcp-Protocol-Version %q, want %q", got, version)
+		}
+		wantName := ""
+		if version != "" && name != "" {
+			wantName = mcp.EncodeHeaderValue(name)
+		}
+		if got := req.Header.Get("Mcp-Name"); got != wantName {
+			t.Fatalf("Mcp-Name %q, want %q", got, wantName)
+		}
+	})
 }

@@ -452,8 +452,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	place, ok := h.admit(w, r)
+	place, ok := h.limits.enter() // inlined: the place stays on this stack
 	if !ok {
+		h.refuseBusy(w, r)
 		return
 	}
 	defer place.leave()
@@ -500,16 +501,13 @@ func (h *Handler) startWriting(ex *exchange) time.Time {
 	return now
 }
 
-// admit takes the request's place among those in flight, or answers 503.
+// refuseBusy answers a request that found every place in flight taken.
+// It is out of ServeHTTP's line, whose frame a listen stream keeps.
 //
 //go:noinline
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*slot, bool) {
-	place, ok := h.limits.enter()
-	if !ok {
-		h.limits.refused(refBusy, "limit", h.opts.MaxInFlight, "remote", r.RemoteAddr)
-		h.unavailable(w, r, "too many requests in flight")
-	}
-	return place, ok
+func (h *Handler) refuseBusy(w http.ResponseWriter, r *http.Request) {
+	h.limits.refused(refBusy, "limit", h.opts.MaxInFlight, "remote", r.RemoteAddr)
+	h.unavailable(w, r, "too many requests in flight")
 }
 
 // gate checks what can be checked before a request is admitted: path,
