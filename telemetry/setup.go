@@ -170,7 +170,8 @@ func Start(ctx context.Context, o SetupOptions) (*Setup, error) {
 	}
 	if o.Prometheus {
 		// A registry of its own, never the default one: the exposition has
-		// exactly this provider's metrics, and two Setups do not collide.
+		// this provider's metrics and the process's (below), nothing a
+		// library registered globally, and two Setups do not collide.
 		reg := prometheus.NewRegistry()
 		// The Go runtime's and the process's own metrics (go_*, process_*:
 		// goroutines, stacks, heap, GC, resident memory, descriptors), which

@@ -660,8 +660,9 @@ var (
 )
 
 // setHeaders sets a POST's headers; a modern request's mirror its params
-// (Request Metadata), read with the same exact-key walk the server uses
-// (mcp.ParseRequestParams), not decoded again.
+// (Request Metadata), read with the exact-key walk the server routes with
+// (mcp.ParseRequestParams), not decoded again. (A key repeated in the
+// params is refused by the server, -32600, whichever one a reader takes.)
 func (t *httpTransport) setHeaders(req *http.Request, method string, params []byte) {
 	h := req.Header
 	h["Content-Type"] = postContentType[:1:1]

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/agentwire/agentwire/jsonrpc"
 	"github.com/agentwire/agentwire/mcp"
 )
 
@@ -62,9 +63,11 @@ func TestPostHeadersMirrorTheParamsAsTheServerReadsThem(t *testing.T) {
 }
 
 // FuzzPostHeaders holds the headers a modern POST mirrors to what
-// encoding/json reads from the same params with exact keys (a map, last
-// key wins): the protocol version and the tool's name. Lone surrogate
-// escapes are left out (encoding/json turns them into U+FFFD).
+// encoding/json reads from the same params with exact keys (a map): the
+// protocol version and the tool's name. Params a server refuses whatever
+// their headers (a key repeated at any depth, which jsonrpc.Decode
+// answers -32600) and lone surrogate escapes (encoding/json turns them
+// into U+FFFD) are left out.
 func FuzzPostHeaders(f *testing.F) {
 	f.Add(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{}}`)
 	f.Add(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28"},"name":"caf\u00e9","name":"x y"}`)
@@ -72,6 +75,9 @@ func FuzzPostHeaders(f *testing.F) {
 	f.Add(`{"_meta":{"io.modelcontextprotocol/protocolVersion":7},"Name":"a"}`)
 	f.Fuzz(func(t *testing.T, params string) {
 		if !utf8.ValidString(params) || !json.Valid([]byte(params)) || strings.Contains(strings.ToLower(params), `\ud`) {
+			return
+		}
+		if _, err := jsonrpc.Decode([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`+params+`}`), nil); err != nil {
 			return
 		}
 		var m map[string]json.RawMessage
