@@ -26,6 +26,16 @@
 // runs every quarter of KeepAlive while any is open, so a comment goes out
 // 1 to 1.25 KeepAlive after the last write): a request costs no timer.
 //
+// A subscriptions/listen stream lives on its request's goroutine for as
+// long as it is open, so what it keeps is kept small: the exchange lets go
+// of the decoded message and the route's note as the handler starts (the
+// rpc.Request drops the note when the handler detaches), and every frame
+// under the handler (ServeHTTP, the exchange, rpc's dispatch, the server's
+// session, the telemetry middleware) keeps its work in functions of its
+// own, so that the goroutine's stack shrinks back to 8 KiB: an idle stream
+// costs net/http's two goroutines, about 10 KiB of stacks and 32 KiB of
+// the process in all (bench/, the CLI's TestAnIdleListenStreamKeepsASmallStack).
+//
 // Before a modern request reaches its handler, MCP-Protocol-Version,
 // Mcp-Method, Mcp-Name and the Mcp-Param- headers of x-mcp-header
 // arguments are compared with the body (400 and -32020 when one is missing
