@@ -126,18 +126,8 @@ func TestReceiveDecodedHandsTheNoteToTheHandler(t *testing.T) {
 		seen = req.Note()
 		return true, nil
 	})
-	c := rpc.NewMessages(nil, &out, h, &rpc.Options{Logger: quiet})
-	raw := []byte(`{"jsonrpc":"2.0","id":1,"method":"m","params":{}}`)
-	msg, err := jsonrpc.Decode(raw, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	note := &learned{era: "modern"}
-	if err := c.ReceiveDecoded(raw, &msg, note); err != nil {
-		t.Fatal(err)
-	}
-	c.EndInput()
-	c.Wait()
+	serveDecoded(t, rpc.NewMessages(nil, &out, h, &rpc.Options{Logger: quiet}), `{"jsonrpc":"2.0","id":1,"method":"m","params":{}}`, note)
 	if seen != note {
 		t.Errorf("Note = %v, want the transport's note", seen)
 	}
@@ -159,18 +149,8 @@ func TestADetachedRequestLetsGoOfItsNote(t *testing.T) {
 		after = req.Note()
 		return true, err
 	})
-	c := rpc.NewMessages(nil, &out, h, &rpc.Options{Logger: quiet})
-	raw := []byte(`{"jsonrpc":"2.0","id":1,"method":"listen","params":{}}`)
-	msg, err := jsonrpc.Decode(raw, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	note := &learned{era: "modern"}
-	if err := c.ReceiveDecoded(raw, &msg, note); err != nil {
-		t.Fatal(err)
-	}
-	c.EndInput()
-	c.Wait()
+	serveDecoded(t, rpc.NewMessages(nil, &out, h, &rpc.Options{Logger: quiet}), `{"jsonrpc":"2.0","id":1,"method":"listen","params":{}}`, note)
 	if before != note {
 		t.Errorf("Note before Detach = %v, want the transport's note", before)
 	}
@@ -180,6 +160,22 @@ func TestADetachedRequestLetsGoOfItsNote(t *testing.T) {
 	if got := out.lines(); len(got) != 1 || got[0] != `{"jsonrpc":"2.0","id":1,"result":true}` {
 		t.Errorf("written: %q", got)
 	}
+}
+
+// serveDecoded pushes one decoded message with its note into c, ends its
+// input and waits for it to finish.
+func serveDecoded(t *testing.T, c *rpc.Conn, line string, note any) {
+	t.Helper()
+	raw := []byte(line)
+	msg, err := jsonrpc.Decode(raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReceiveDecoded(raw, &msg, note); err != nil {
+		t.Fatal(err)
+	}
+	c.EndInput()
+	c.Wait()
 }
 
 // Options.Context is the parent of handler contexts: an HTTP request whose

@@ -17,52 +17,13 @@ import (
 func TestTheListenAcknowledgmentIsWhatEncodingJSONWouldWrite(t *testing.T) {
 	for _, id := range []string{`7`, `"a-b"`, `"a<b>&\u2028"`} {
 		subMeta := json.RawMessage(`{"io.modelcontextprotocol/subscriptionId":` + id + `}`)
-		ackMatchesEncodingJSON(t, subMeta, id != `"a<b>&\u2028"`)
-	}
-}
-
-func ackMatchesEncodingJSON(t *testing.T, subMeta json.RawMessage, sameBytes bool) {
-	t.Helper()
-	subs := []string{"file:///a<b>&c", "é\u2028", `q"\`}
-	for mask := 0; mask < 1<<6; mask++ {
-		h := honoredListen{tools: mask&1 != 0, prompts: mask&2 != 0, resources: mask&4 != 0, tasks: mask&8 != 0}
-		if mask&16 != 0 {
-			h.subscriptions = subs
-		}
-		if mask&32 != 0 {
-			h.taskIDs = []string{"t1", "<t2>"}
-		}
-		honored := map[string]any{}
-		if h.tools {
-			honored["toolsListChanged"] = true
-		}
-		if h.prompts {
-			honored["promptsListChanged"] = true
-		}
-		if h.resources {
-			honored["resourcesListChanged"] = true
-		}
-		if len(h.subscriptions) > 0 {
-			honored["resourceSubscriptions"] = h.subscriptions
-		}
-		if h.tasks {
-			honored["taskIds"] = h.taskIDs // nil is null, as before
-		}
-		want, err := json.Marshal(map[string]any{"_meta": subMeta, "notifications": honored})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := h.ack(subMeta)
-		if sameBytes && string(got) != string(want) {
-			t.Errorf("mask %06b:\n got %s\nwant %s", mask, got, want)
-		}
-		var g, w any
-		if err := json.Unmarshal(got, &g); err != nil {
-			t.Fatalf("mask %06b: %s: %v", mask, got, err)
-		}
-		json.Unmarshal(want, &w)
-		if !reflect.DeepEqual(g, w) {
-			t.Errorf("mask %06b: not the same JSON:\n got %s\nwant %s", mask, got, want)
+		for mask := uint8(0); mask < 1<<6; mask++ {
+			h := honoredOf(mask, []string{"file:///a<b>&c", "é\u2028", `q"\`}, []string{"t1", "<t2>"})
+			got, want := h.ack(subMeta), ackByEncodingJSON(t, h, subMeta)
+			if id != `"a<b>&\u2028"` && string(got) != string(want) {
+				t.Errorf("mask %06b:\n got %s\nwant %s", mask, got, want)
+			}
+			sameJSON(t, got, want)
 		}
 	}
 }
@@ -78,47 +39,65 @@ func FuzzListenAck(f *testing.F) {
 			return
 		}
 		subMeta := json.RawMessage(`{"io.modelcontextprotocol/subscriptionId":` + id + `}`)
-		h := honoredListen{tools: mask&1 != 0, prompts: mask&2 != 0, resources: mask&4 != 0, tasks: mask&8 != 0}
-		if mask&16 != 0 {
-			h.subscriptions = []string{sub1, sub2}
-		}
-		if mask&32 != 0 {
-			h.taskIDs = []string{task}
-		}
-		honored := map[string]any{}
-		if h.tools {
-			honored["toolsListChanged"] = true
-		}
-		if h.prompts {
-			honored["promptsListChanged"] = true
-		}
-		if h.resources {
-			honored["resourcesListChanged"] = true
-		}
-		if len(h.subscriptions) > 0 {
-			honored["resourceSubscriptions"] = h.subscriptions
-		}
-		if h.tasks {
-			honored["taskIds"] = h.taskIDs
-		}
-		want, err := json.Marshal(map[string]any{"_meta": subMeta, "notifications": honored})
-		if err != nil {
-			t.Skip(err)
-		}
-		got := h.ack(subMeta)
-		g, err := decodeExact(got)
-		if err != nil {
-			t.Fatalf("not JSON: %s: %v", got, err)
-		}
-		w, _ := decodeExact(want)
-		if !reflect.DeepEqual(g, w) {
-			t.Fatalf("not the same JSON:\n got %s\nwant %s", got, want)
-		}
+		h := honoredOf(mask, []string{sub1, sub2}, []string{task})
+		sameJSON(t, h.ack(subMeta), ackByEncodingJSON(t, h, subMeta))
 	})
 }
 
-// decodeExact decodes JSON keeping numbers as written (an id may be a
-// number no float64 holds).
+// honoredOf is the honoredListen the bits of mask say: tools, prompts,
+// resources, tasks, then whether subs and taskIDs are given.
+func honoredOf(mask uint8, subs, taskIDs []string) honoredListen {
+	h := honoredListen{tools: mask&1 != 0, prompts: mask&2 != 0, resources: mask&4 != 0, tasks: mask&8 != 0}
+	if mask&16 != 0 {
+		h.subscriptions = subs
+	}
+	if mask&32 != 0 {
+		h.taskIDs = taskIDs
+	}
+	return h
+}
+
+// ackByEncodingJSON is the acknowledgment as it was encoded before: a map
+// of maps through encoding/json.
+func ackByEncodingJSON(t *testing.T, h honoredListen, subMeta json.RawMessage) []byte {
+	t.Helper()
+	honored := map[string]any{}
+	if h.tools {
+		honored["toolsListChanged"] = true
+	}
+	if h.prompts {
+		honored["promptsListChanged"] = true
+	}
+	if h.resources {
+		honored["resourcesListChanged"] = true
+	}
+	if len(h.subscriptions) > 0 {
+		honored["resourceSubscriptions"] = h.subscriptions
+	}
+	if h.tasks {
+		honored["taskIds"] = h.taskIDs // nil is null, as before
+	}
+	want, err := json.Marshal(map[string]any{"_meta": subMeta, "notifications": honored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// sameJSON fails unless got is JSON with the value of want, numbers kept
+// as written (an id may be a number no float64 holds).
+func sameJSON(t *testing.T, got, want []byte) {
+	t.Helper()
+	g, err := decodeExact(got)
+	if err != nil {
+		t.Fatalf("not JSON: %s: %v", got, err)
+	}
+	w, _ := decodeExact(want)
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("not the same JSON:\n got %s\nwant %s", got, want)
+	}
+}
+
 func decodeExact(b []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
