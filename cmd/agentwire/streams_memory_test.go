@@ -17,15 +17,29 @@ import (
 // ServeHTTP each keep their work in functions of their own). A stack at
 // 16 KiB costs a third more per stream (36.5 KiB against 32 in bench/).
 //
-// Regression: the middleware hooks of the observability work added frames
-// under every handler, and an idle stream's goroutine no longer shrank
-// back from 16 KiB; no test saw it, the stream benchmark did. The stack
-// in use is read from the real binary's own metrics (go_memstats_*,
-// --metrics), which the runtime counts exactly: 8 KiB for the request's
-// goroutine and net/http's background reader's 2 KiB per stream, against
-// 18 KiB when they grew.
+// Regressions: the middleware hooks of the observability work added
+// frames under every handler, and an idle stream's goroutine no longer
+// shrank back from 16 KiB (no test saw it, the stream benchmark did); and
+// through the bridge each stream also held a relay goroutine, idle, with a
+// 256-message buffer. The stack in use is read from the real binary's own
+// metrics (go_memstats_*, --metrics), which the runtime counts exactly:
+// 8 KiB for the request's goroutine and net/http's background reader's
+// 2 KiB per stream, against 18 KiB (serve) and 16 KiB with a third
+// goroutine (bridge) before.
 func TestAnIdleListenStreamKeepsASmallStack(t *testing.T) {
-	metricsURL, endpoint, _ := startServing(t, otelEnv(), "serve", "mcp", "--http", "127.0.0.1:0", "--metrics", "0")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"serve", []string{"serve", "mcp", "--http", "127.0.0.1:0", "--metrics", "0"}},
+		{"bridge", []string{"bridge", "--http", "127.0.0.1:0", "--metrics", "0", "--", binary, "serve", "mcp"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { idleListenStreamStacks(t, c.args) })
+	}
+}
+
+func idleListenStreamStacks(t *testing.T, args []string) {
+	metricsURL, endpoint, _ := startServing(t, otelEnv(), args...)
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -48,4 +49,31 @@ func TestFullDropsAndMayStop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An idle relay holds no goroutine: one delivers a burst and ends with
+// it. A bridged listen stream keeps its relay for as long as it is open
+// (regression: each held a goroutine and a 256-value buffer, 8 KiB, for
+// nothing while idle).
+func TestAnIdleRelayHoldsNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := runtime.NumGoroutine()
+		var got []int
+		r := relay.New(256, func(v int) { got = append(got, v) }, nil)
+		if n := runtime.NumGoroutine(); n != base {
+			t.Fatalf("a new relay runs %d goroutines", n-base)
+		}
+		for burst := range 3 {
+			r.Send(2 * burst)
+			r.Send(2*burst + 1)
+			synctest.Wait()
+			if n := runtime.NumGoroutine(); n != base {
+				t.Fatalf("after burst %d the relay runs %d goroutines", burst, n-base)
+			}
+		}
+		r.Finish()
+		if !slices.Equal(got, []int{0, 1, 2, 3, 4, 5}) {
+			t.Fatalf("delivered %v", got)
+		}
+	})
 }

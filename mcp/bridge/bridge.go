@@ -206,10 +206,30 @@ func (b *Bridge) ExchangeHandler(n *mcp.Routed) rpc.Handler {
 var readOnly = []string{mcp.MethodDiscover, mcp.MethodToolsList, "prompts/list", "prompts/get", "resources/list",
 	"resources/templates/list", "resources/read", "completion/complete", mcp.MethodPing}
 
+// modern serves a 2026-07-28 request. It only dispatches: a listen
+// stream keeps this frame on its stack for as long as it is open.
 func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
-	params, meta, err := splitParams(req.Params)
+	params, meta, err := b.modernParams(req)
 	if err != nil {
 		return nil, err
+	}
+	if req.Method == mcp.MethodListen {
+		if b.sess.Era() == mcp.Modern {
+			return b.listen(ctx, req, params)
+		}
+		return b.listenWithoutServer(ctx, req)
+	}
+	return b.modernOther(ctx, req, params, meta)
+}
+
+// modernParams splits a modern request's params from its _meta and checks
+// the _meta and the method.
+//
+//go:noinline
+func (b *Bridge) modernParams(req *rpc.Request) (params, meta map[string]json.RawMessage, err error) {
+	params, meta, err = splitParams(req.Params)
+	if err != nil {
+		return nil, nil, err
 	}
 	var m mcp.RequestMeta
 	if meta != nil {
@@ -221,21 +241,44 @@ func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
 		mp = nil
 	}
 	if _, err := mcp.CheckModernMeta(mp); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if slices.Contains(mcp.RemovedInModern, req.Method) {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (not available in protocol version %s)", req.Method, mcp.LatestVersion)
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s (not available in protocol version %s)", req.Method, mcp.LatestVersion)
 	}
+	return params, meta, nil
+}
+
+// listenWithoutServer serves listen in front of a legacy server, which
+// has none: it acknowledges nothing honored, and holds the stream until
+// the client or the bridge ends it.
+func (b *Bridge) listenWithoutServer(ctx context.Context, req *rpc.Request) (any, error) {
+	if err := req.Detach(); err != nil {
+		return nil, err
+	}
+	sub := map[string]any{mcp.MetaSubscriptionID: req.ID}
+	if err := req.Notify(mcp.MethodAcknowledged, map[string]any{"_meta": sub, "notifications": map[string]any{}}); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-req.Conn().InputDone():
+		return map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": sub}, nil
+	}
+}
+
+// modernOther forwards a modern request other than listen: as it is to a
+// modern server, translated to a legacy one.
+//
+//go:noinline
+func (b *Bridge) modernOther(ctx context.Context, req *rpc.Request, params, meta map[string]json.RawMessage) (any, error) {
 	if b.sess.Era() == mcp.Modern {
-		if req.Method == mcp.MethodListen {
-			return b.listen(ctx, req, params)
-		}
 		return b.forward(ctx, req, params, meta)
 	}
 	// A legacy server behind a modern client.
 	s := b.sess
-	switch req.Method {
-	case mcp.MethodDiscover:
+	if req.Method == mcp.MethodDiscover {
 		r := map[string]any{
 			"supportedVersions": mcp.SupportedVersions(mcp.BothEras),
 			"capabilities":      rawOr(s.Capabilities(), "{}"),
@@ -248,22 +291,6 @@ func (b *Bridge) modern(ctx context.Context, req *rpc.Request) (any, error) {
 			r["instructions"] = s.Instructions()
 		}
 		return r, nil
-	case mcp.MethodListen:
-		// A legacy server has no listen: acknowledge nothing honored, and
-		// hold the stream until the client or the bridge ends it.
-		if err := req.Detach(); err != nil {
-			return nil, err
-		}
-		sub := map[string]any{mcp.MetaSubscriptionID: req.ID}
-		if err := req.Notify(mcp.MethodAcknowledged, map[string]any{"_meta": sub, "notifications": map[string]any{}}); err != nil {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-req.Conn().InputDone():
-			return map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": sub}, nil
-		}
 	}
 	for k := range meta {
 		if strings.HasPrefix(k, "io.modelcontextprotocol/") {

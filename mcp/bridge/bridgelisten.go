@@ -59,41 +59,95 @@ func (c *hubClient) deliver(method string, params json.RawMessage) {
 }
 
 // listen serves a modern client's subscriptions/listen through the shared
-// upstream stream for its filter.
+// upstream stream for its filter. Its frame stays on the stack of the
+// client's HTTP request for as long as the stream is open, so it only
+// waits: the setup (openListen) and each way out are functions of their
+// own, and the stack stays in its first 8 KiB.
 func (b *Bridge) listen(ctx context.Context, req *rpc.Request, params map[string]json.RawMessage) (any, error) {
+	l, res, err := b.openListen(ctx, req, params)
+	if l == nil {
+		return res, err
+	}
+	defer l.close(b, req)
+	select {
+	case <-l.ctx.Done():
+		return l.cancelled()
+	case <-req.Conn().InputDone():
+		return listenFinal(req), nil // the bridge shuts this exchange down
+	case <-l.hub.sub.Done():
+		return b.hubEnded(l.hub, req)
+	}
+}
+
+// bridgeListen is what an open bridged listen stream keeps.
+type bridgeListen struct {
+	ctx    context.Context // the stream's: cancelled when its client is too slow
+	cancel context.CancelCauseFunc
+	rl     *relay.Relay[relayMsg]
+	hub    *listenHub
+}
+
+// openListen detaches the request, reads its filter and joins the hub
+// for it. A nil stream means the request is answered with res, err.
+//
+//go:noinline
+func (b *Bridge) openListen(ctx context.Context, req *rpc.Request, params map[string]json.RawMessage) (*bridgeListen, any, error) {
 	if err := req.Detach(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var filter host.ListenFilter
 	if raw, ok := params["notifications"]; ok {
 		if err := json.Unmarshal(raw, &filter); err != nil {
-			return nil, mcp.InvalidParams("invalid params: notifications: %v", err)
+			return nil, nil, mcp.InvalidParams("invalid params: notifications: %v", err)
 		}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	rl := newRelay(req, b.slowClient(cancel))
-	defer rl.Finish()
-	hub, err := b.joinHub(ctx, filter, req, &hubClient{id: req.ID, rl: rl})
+	l := &bridgeListen{}
+	l.ctx, l.cancel = context.WithCancelCause(ctx)
+	l.rl = newRelay(req, b.slowClient(l.cancel))
+	hub, err := b.joinHub(l.ctx, filter, req, &hubClient{id: req.ID, rl: l.rl})
 	if err != nil {
+		l.rl.Finish()
+		l.cancel(nil)
+		res, err := b.result(nil, err)
+		return nil, res, err
+	}
+	l.hub = hub
+	return l, nil, nil
+}
+
+// close leaves the hub, delivers what the relay holds and releases the
+// stream's context, in that order.
+func (l *bridgeListen) close(b *Bridge, req *rpc.Request) {
+	b.leaveHub(l.hub, req)
+	l.rl.Finish()
+	l.cancel(nil)
+}
+
+// cancelled is the answer of a stream whose context ended: an error for
+// a client too slow to take its notifications, else none (the client
+// cancelled: nothing more is written).
+//
+//go:noinline
+func (l *bridgeListen) cancelled() (any, error) {
+	if errors.Is(context.Cause(l.ctx), errSlowClient) {
+		return nil, errSlowClient
+	}
+	return nil, l.ctx.Err()
+}
+
+// hubEnded is the answer of a stream whose upstream stream ended.
+//
+//go:noinline
+func (b *Bridge) hubEnded(hub *listenHub, req *rpc.Request) (any, error) {
+	if err := hub.sub.Err(); err != nil && !errors.Is(err, host.ErrSubscriptionCancelled) {
 		return b.result(nil, err)
 	}
-	defer b.leaveHub(hub, req)
-	final := map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": map[string]any{mcp.MetaSubscriptionID: req.ID}}
-	select {
-	case <-ctx.Done():
-		if errors.Is(context.Cause(ctx), errSlowClient) {
-			return nil, errSlowClient
-		}
-		return nil, ctx.Err() // the client cancelled: nothing more is written
-	case <-req.Conn().InputDone():
-		return final, nil // the bridge shuts this exchange down
-	case <-hub.sub.Done():
-		if err := hub.sub.Err(); err != nil && !errors.Is(err, host.ErrSubscriptionCancelled) {
-			return b.result(nil, err)
-		}
-		return final, nil
-	}
+	return listenFinal(req), nil
+}
+
+// listenFinal is a listen stream's final result.
+func listenFinal(req *rpc.Request) map[string]any {
+	return map[string]any{"resultType": mcp.ResultTypeComplete, "_meta": map[string]any{mcp.MetaSubscriptionID: req.ID}}
 }
 
 // joinHub adds a client (known in the hub by key) to the hub for filter,
