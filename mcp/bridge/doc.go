@@ -27,7 +27,10 @@
 // of calls at once. The server's notifications for a request are relayed
 // to its client in order through a queue of its own, so that the shared
 // session's reader never waits for a client: one that falls 256
-// notifications behind has its request cancelled (Stats.SlowClients).
+// notifications behind has its request cancelled (Stats.SlowClients). The
+// queue holds a goroutine only while it has something to deliver, and
+// grows only as notifications wait, so an idle request (a listen stream
+// open for hours) costs its HTTP request's goroutine and little more.
 // Listen streams are shared: every client that asks for the same
 // notifications hangs off one subscriptions/listen stream on the server,
 // opened for the first and closed after the last leaves.
