@@ -157,26 +157,33 @@ func TestUpdatesOfManySessionsAreDeliveredInReceiveOrderEvenWithASlowHandler(t *
 	}
 }
 
+// Regression (a flake under load): the second prompt was sent in a loop
+// from the moment the first was started, and could reach the agent first,
+// which then refused the first one, so that no second prompt ever saw the
+// session busy. It is now sent once the first prompt's first chunk has
+// arrived, while the first runs for seconds more.
 func TestASecondPromptOnABusySessionIsABusyErrorNotAuthentication(t *testing.T) {
-	c := pipe(t, chunkAgent(), nil)
+	started := make(chan struct{})
+	var once sync.Once
+	k := &collector{delay: func() { once.Do(func() { close(started) }) }}
+	c := pipe(t, chunkAgent(), &acpclient.Options{Updates: k})
 	s, err := c.NewSession(t.Context(), acpclient.SessionConfig{Cwd: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := make(chan error, 1)
 	go func() {
-		_, err := s.Prompt(t.Context(), acp.TextBlock("slow 20"))
+		_, err := s.Prompt(t.Context(), acp.TextBlock("slow 500"))
 		first <- err
 	}()
-	var busy *acpclient.BusyError
-	for range 100 {
-		_, err = s.Prompt(t.Context(), acp.TextBlock("again"))
-		if errors.As(err, &busy) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // until the first prompt is admitted
+	select {
+	case <-started: // the first prompt is admitted and running
+	case err := <-first:
+		t.Fatalf("the first prompt ended before its first chunk: %v", err)
 	}
-	if busy == nil || busy.Reason != "prompt_in_progress" || errors.Is(err, acpclient.ErrAuthRequired) {
+	_, err = s.Prompt(t.Context(), acp.TextBlock("again"))
+	var busy *acpclient.BusyError
+	if !errors.As(err, &busy) || busy.Reason != "prompt_in_progress" || errors.Is(err, acpclient.ErrAuthRequired) {
 		t.Fatalf("second prompt: %v", err)
 	}
 	s.Cancel(t.Context())
