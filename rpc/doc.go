@@ -85,7 +85,9 @@
 // Request.Detach: it gives back its slot and counts against MaxStreams
 // (256) instead, so streams cannot starve ordinary requests; beyond the
 // budget Detach returns ErrTooManyStreams, answered -32000 with data.reason
-// "too_many_streams" (Stats.StreamsRefused). At shutdown, requests still in
+// "too_many_streams" (Stats.StreamsRefused). A detached request lets go of
+// its Note (read it before detaching), so that a stream open for hours
+// does not keep what the transport decoded. At shutdown, requests still in
 // the queue never start.
 //
 // Replies of inline handlers are queued without a write, and the reader

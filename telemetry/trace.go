@@ -276,17 +276,11 @@ type outcome struct {
 // it with; a tools/call result with isError true as "tool_error".
 func serverOutcome(r *request, result any, err error) outcome {
 	if err != nil {
-		var je *jsonrpc.Error
-		switch {
-		case errors.As(err, &je):
-			c := codeString(je.Code)
-			return outcome{c, c, je.Message}
-		case errors.Is(err, rpc.ErrNoResponse):
+		if errors.Is(err, rpc.ErrNoResponse) {
 			return outcome{}
-		case errors.Is(err, context.Canceled):
-			return outcome{errType: ErrorTypeCancelled, desc: err.Error()}
-		case errors.Is(err, context.DeadlineExceeded):
-			return outcome{errType: ErrorTypeTimeout, desc: err.Error()}
+		}
+		if o, ok := errorOutcome(err); ok {
+			return o
 		}
 		c := codeString(jsonrpc.CodeInternalError)
 		return outcome{c, c, err.Error()}
@@ -303,15 +297,8 @@ func serverOutcome(r *request, result any, err error) outcome {
 // "tool_error".
 func clientOutcome(r *request, res json.RawMessage, err error) outcome {
 	if err != nil {
-		var je *jsonrpc.Error
-		switch {
-		case errors.As(err, &je):
-			c := codeString(je.Code)
-			return outcome{c, c, je.Message}
-		case errors.Is(err, context.Canceled):
-			return outcome{errType: ErrorTypeCancelled, desc: err.Error()}
-		case errors.Is(err, context.DeadlineExceeded):
-			return outcome{errType: ErrorTypeTimeout, desc: err.Error()}
+		if o, ok := errorOutcome(err); ok {
+			return o
 		}
 		return outcome{errType: ErrorTypeOther, desc: err.Error()}
 	}
@@ -319,6 +306,22 @@ func clientOutcome(r *request, res json.RawMessage, err error) outcome {
 		return outcome{errType: ErrorTypeToolError, desc: ErrorTypeToolError}
 	}
 	return outcome{}
+}
+
+// errorOutcome is what both sides read the same way in an error: a
+// JSON-RPC error by its code, a cancelled or an expired context.
+func errorOutcome(err error) (outcome, bool) {
+	var je *jsonrpc.Error
+	switch {
+	case errors.As(err, &je):
+		c := codeString(je.Code)
+		return outcome{c, c, je.Message}, true
+	case errors.Is(err, context.Canceled):
+		return outcome{errType: ErrorTypeCancelled, desc: err.Error()}, true
+	case errors.Is(err, context.DeadlineExceeded):
+		return outcome{errType: ErrorTypeTimeout, desc: err.Error()}, true
+	}
+	return outcome{}, false
 }
 
 var isErrorMember = []byte(`"isError"`)

@@ -91,8 +91,8 @@ type inbound struct {
 	note mcp.Routed
 }
 
-// inbound returns ex.in, made on first use.
-func (ex *exchange) inbound() *inbound {
+// input returns ex.in, made on first use.
+func (ex *exchange) input() *inbound {
 	if ex.in == nil {
 		ex.in = &inbound{}
 	}

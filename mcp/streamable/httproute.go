@@ -26,7 +26,7 @@ import (
 //go:noinline
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte, accept acceptable, place *slot) bool {
 	var err error
-	in := ex.inbound()
+	in := ex.input()
 	if in.msg, err = jsonrpc.Decode(body, nil); err != nil {
 		var de *jsonrpc.DecodeError
 		errors.As(err, &de)

@@ -1733,7 +1733,7 @@ func (h *Handler) serveSessionMethod(w http.ResponseWriter, r *http.Request, ex 
 		version = s.version
 		s.mu.Unlock()
 	}
-	in := ex.inbound()
+	in := ex.input()
 	in.note.Era, in.note.Version = mcp.Legacy, version
 	if s.streams.Add(1) > int32(h.sess.opts.MaxStreamsPerSession) {
 		s.streams.Add(-1)
