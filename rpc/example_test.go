@@ -12,6 +12,10 @@ import (
 )
 
 // A server with two methods and a client, connected in memory.
+//
+// Handlers run concurrently, so the client declares "progress" a barrier:
+// each progress notification is handled, in the order it was sent, before
+// anything read after it is dispatched.
 func ExamplePipe() {
 	server := rpc.Methods{
 		"add": func(_ context.Context, r *rpc.Request) (any, error) {
@@ -34,17 +38,21 @@ func ExamplePipe() {
 			return "done", nil
 		},
 	}
+	progress := make(chan string, 2)
 	client := rpc.HandlerFunc(func(_ context.Context, r *rpc.Request) (any, error) {
-		fmt.Printf("client got %s %s\n", r.Method, r.Params)
+		progress <- fmt.Sprintf("client got %s %s", r.Method, r.Params)
 		return nil, nil
 	})
-	c, s := rpc.Pipe(server, client, nil, nil)
+	ordered := &rpc.Options{IsBarrier: func(method string) bool { return method == "progress" }}
+	c, s := rpc.Pipe(server, client, nil, ordered)
 	defer s.Close()
 	defer c.Close()
 
 	res, err := c.Call(context.Background(), "add", []int{1, 2, 3})
 	fmt.Println(string(res), err)
 	res, err = c.Call(context.Background(), "progress", nil)
+	fmt.Println(<-progress)
+	fmt.Println(<-progress)
 	fmt.Println(string(res), err)
 	_, err = c.Call(context.Background(), "nope", nil)
 	fmt.Println(err)
@@ -57,6 +65,9 @@ func ExamplePipe() {
 }
 
 // Serving raw lines: every bad line gets one reply and the stream goes on.
+// Replies go out in completion order, which need not be receive order: a
+// bad line is answered by the reader while a request's handler may still be
+// running.
 func ExampleNew() {
 	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"hello","params":{"name":"wire"}}
 not json
@@ -73,7 +84,7 @@ not json
 	conn := rpc.New(in, nopCloser{&out}, h, nil)
 	conn.Wait() // input EOF: answer everything, then stop
 	fmt.Print(out.String())
-	// Output:
+	// Unordered output:
 	// {"jsonrpc":"2.0","id":1,"result":"hello, wire"}
 	// {"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: invalid character 'o' in literal null"}}
 	// {"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"method not found: missing"}}
