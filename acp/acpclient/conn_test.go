@@ -99,6 +99,16 @@ func (k *collector) of(id string) []string {
 	return append([]string(nil), k.chunks[id]...)
 }
 
+// onFirstUpdate is an update handler that closes its channel when the
+// first update arrives: a test that acts during a prompt waits for it
+// instead of sleeping, which a loaded machine can outlast before the
+// prompt has even reached the agent.
+func onFirstUpdate() (*collector, <-chan struct{}) {
+	started := make(chan struct{})
+	var once sync.Once
+	return &collector{delay: func() { once.Do(func() { close(started) }) }}, started
+}
+
 func numbered(n int) string {
 	var b strings.Builder
 	for i := 1; i <= n; i++ {
@@ -163,9 +173,7 @@ func TestUpdatesOfManySessionsAreDeliveredInReceiveOrderEvenWithASlowHandler(t *
 // session busy. It is now sent once the first prompt's first chunk has
 // arrived, while the first runs for seconds more.
 func TestASecondPromptOnABusySessionIsABusyErrorNotAuthentication(t *testing.T) {
-	started := make(chan struct{})
-	var once sync.Once
-	k := &collector{delay: func() { once.Do(func() { close(started) }) }}
+	k, started := onFirstUpdate()
 	c := pipe(t, chunkAgent(), &acpclient.Options{Updates: k})
 	s, err := c.NewSession(t.Context(), acpclient.SessionConfig{Cwd: t.TempDir()})
 	if err != nil {
@@ -193,14 +201,18 @@ func TestASecondPromptOnABusySessionIsABusyErrorNotAuthentication(t *testing.T) 
 }
 
 func TestCancellingAPromptsContextAnswersCancelled(t *testing.T) {
-	c := pipe(t, chunkAgent(), nil)
+	k, started := onFirstUpdate()
+	c := pipe(t, chunkAgent(), &acpclient.Options{Updates: k})
 	s, err := c.NewSession(t.Context(), acpclient.SessionConfig{Cwd: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-started:
+		case <-ctx.Done():
+		}
 		cancel()
 	}()
 	reason, err := s.Prompt(ctx, acp.TextBlock("slow 500"))
@@ -442,7 +454,8 @@ func TestASlowHandlerPausesTheAgentInsteadOfBufferingItsFlood(t *testing.T) {
 }
 
 func TestSetModeDuringAPromptIsAnsweredAtOnce(t *testing.T) {
-	c := pipe(t, chunkAgent(), nil)
+	k, started := onFirstUpdate()
+	c := pipe(t, chunkAgent(), &acpclient.Options{Updates: k})
 	s, err := c.NewSession(t.Context(), acpclient.SessionConfig{Cwd: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -450,9 +463,13 @@ func TestSetModeDuringAPromptIsAnsweredAtOnce(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Prompt(context.Background(), acp.TextBlock("slow 40"))
+		s.Prompt(context.Background(), acp.TextBlock("slow 500"))
 	}()
-	time.Sleep(60 * time.Millisecond)
+	select {
+	case <-started:
+	case <-done:
+		t.Fatal("the prompt ended before its first chunk")
+	}
 	if err := s.SetMode(t.Context(), "code"); err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +486,8 @@ func TestSetModeDuringAPromptIsAnsweredAtOnce(t *testing.T) {
 }
 
 func TestCloseDuringAPromptIsAnsweredCancelledBeforeTheAgentStops(t *testing.T) {
-	c := pipe(t, chunkAgent(), nil)
+	k, started := onFirstUpdate()
+	c := pipe(t, chunkAgent(), &acpclient.Options{Updates: k})
 	s, err := c.NewSession(t.Context(), acpclient.SessionConfig{Cwd: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -479,7 +497,11 @@ func TestCloseDuringAPromptIsAnsweredCancelledBeforeTheAgentStops(t *testing.T) 
 		r, _ := s.Prompt(context.Background(), acp.TextBlock("slow 500"))
 		res <- r
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-started:
+	case r := <-res:
+		t.Fatalf("the prompt ended before its first chunk: %q", r)
+	}
 	c.Close()
 	if r := <-res; r != acp.Cancelled {
 		t.Fatalf("Prompt = %q; want cancelled (the agent cancels at end of input)", r)
