@@ -115,13 +115,18 @@ func TestCheckCommandThatNeverStarted(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		mode, path, evidence, shutdown string
+		connect                        string // --connect-timeout
 	}{
-		{"", "/nonexistent/agentwire-no-such-server", "did not start", notRun},
-		{"exit-at-start", "", "MCP_API_KEY is not set", notRun},
-		{"hang-at-start", "", "probe", warn}, // it ignores stdin EOF; SIGTERM ends it
+		{"", "/nonexistent/agentwire-no-such-server", "did not start", notRun, "0.6s"},
+		// The server exits on its own as soon as it runs; the connect
+		// timeout is long so that a slow start on a loaded machine (a
+		// race-built test binary) still ends in that exit, not in the
+		// deadline. It costs nothing: the exit ends the wait.
+		{"exit-at-start", "", "MCP_API_KEY is not set", notRun, "30s"},
+		{"hang-at-start", "", "probe", warn, "0.6s"}, // it ignores stdin EOF; SIGTERM ends it
 	} {
 		t.Run(tc.mode+tc.path, func(t *testing.T) {
-			args := []string{"--probe-timeout", "0.2s", "--connect-timeout", "0.6s"}
+			args := []string{"--probe-timeout", "0.2s", "--connect-timeout", tc.connect}
 			var rep checkReport
 			var code int
 			if tc.path != "" {
