@@ -12,7 +12,7 @@ import (
 
 func runCheckJSON(t *testing.T, checkArgs []string, serveArgs ...string) (checkReport, int) {
 	t.Helper()
-	args := append(append([]string{"check", "--json", "--grace", "0.3s"}, checkArgs...), "--", binary, "serve", "mcp")
+	args := append(append([]string{"check", "--json", "--grace", "2s"}, checkArgs...), "--", binary, "serve", "mcp")
 	cmd := exec.Command(binary, append(args, serveArgs...)...)
 	out, err := cmd.Output()
 	code := 0
