@@ -111,7 +111,12 @@ func TestServeStopsOpenConnections(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintln(c, `{"jsonrpc":"2.0","id":1,"method":"sleep","params":{"ms":60000}}`)
-	time.Sleep(50 * time.Millisecond)
+	// The echo's reply says the connection is served and the sleep, read
+	// before it, is in flight.
+	fmt.Fprintln(c, `{"jsonrpc":"2.0","id":2,"method":"echo","params":{}}`)
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(line, `"id":2`) {
+		t.Fatalf("echo: %q %v", line, err)
+	}
 	start := time.Now()
 	cancel()
 	if err := <-served; err != nil || time.Since(start) > 3*time.Second {
