@@ -35,7 +35,7 @@ var slowACP = []string{"--acp", "--slow-prompt", "slow 20"}
 // agentwire's own agent passes the whole ACP battery.
 func TestCheckACPAgentwireAgentPassesEveryRow(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command(binary, append(append([]string{"check", "--json", "--grace", "2s"}, slowACP...), "--", binary, "serve", "acp")...).Output()
+	out, err := exec.Command(binary, append(append([]string{"check", "--json", "--grace", checkGrace}, slowACP...), "--", binary, "serve", "acp")...).Output()
 	var rep checkReport
 	if jerr := json.Unmarshal(out, &rep); jerr != nil {
 		t.Fatalf("%q: %v (%v)", out, jerr, err)
@@ -56,7 +56,7 @@ func TestCheckACPAgentwireAgentPassesEveryRow(t *testing.T) {
 // never blamed on the agent.
 func TestCheckACPWithoutASlowPromptDoesNotBlame(t *testing.T) {
 	t.Parallel()
-	out, _ := exec.Command(binary, "check", "--acp", "--json", "--grace", "2s", "--", binary, "serve", "acp").Output()
+	out, _ := exec.Command(binary, "check", "--acp", "--json", "--grace", checkGrace, "--", binary, "serve", "acp").Output()
 	var rep checkReport
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("%q: %v", out, err)

@@ -29,7 +29,7 @@ func runCheckMode(t *testing.T, mode string, checkArgs ...string) (checkReport, 
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	args := append(append([]string{"check", "--json", "--grace", "2s"}, checkArgs...), "--", self)
+	args := append(append([]string{"check", "--json", "--grace", checkGrace}, checkArgs...), "--", self)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = testserver.Command(mode, testserver.StateEnv+"="+dir)
 	var out, errb bytes.Buffer

@@ -10,9 +10,15 @@ import (
 	"time"
 )
 
+// checkGrace is the --grace the check tests give a server between stdin
+// EOF and SIGTERM. It is long so that a server that exits on EOF, slowly on
+// a loaded machine, is not terminated first; only the fixtures that ignore
+// EOF wait it out.
+const checkGrace = "2s"
+
 func runCheckJSON(t *testing.T, checkArgs []string, serveArgs ...string) (checkReport, int) {
 	t.Helper()
-	args := append(append([]string{"check", "--json", "--grace", "2s"}, checkArgs...), "--", binary, "serve", "mcp")
+	args := append(append([]string{"check", "--json", "--grace", checkGrace}, checkArgs...), "--", binary, "serve", "mcp")
 	cmd := exec.Command(binary, append(args, serveArgs...)...)
 	out, err := cmd.Output()
 	code := 0
